@@ -1,0 +1,141 @@
+"""`grpo-research train | sft | eval | score | config`.
+
+Usage errors (bad config, bad files, a run dir holding another config) print one line,
+`error: ...`, and exit with status 2 before any compute and before anything is written.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+from pathlib import Path
+
+from grpo_research.config import ConfigError, RunConfig, key_table, load_config
+
+USAGE_ERROR = 2
+
+
+class UsageError(Exception):
+    pass
+
+
+def _quiet_libraries() -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def _check_run_dir(run_dir: Path, cfg: RunConfig) -> None:
+    """A run dir may be new, or hold exactly this config (then the run resumes)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UsageError(f"run dir {run_dir} exists and is not a directory")
+    saved = run_dir / "config.yaml"
+    if saved.exists():
+        old, new = saved.read_text(), cfg.dump()
+        if old != new:
+            diff = [l for l in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0)
+                    if l[:1] in "+-" and not l.startswith(("+++", "---"))]
+            raise UsageError(
+                f"run dir {run_dir} already holds a different config ({'; '.join(diff[:4])}); "
+                "use another --run-dir or the same config to resume"
+            )
+
+
+def _write_config(run_dir: Path, cfg: RunConfig) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "config.yaml"
+    if not path.exists():
+        tmp = run_dir / ".config.yaml.tmp"
+        tmp.write_text(cfg.dump())
+        os.replace(tmp, path)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, args.overrides)
+    run_dir = Path(args.run_dir)
+    _check_run_dir(run_dir, cfg)
+    _quiet_libraries()
+    from grpo_research.trainers import METHODS
+    from grpo_research.trainers.sft import ensure_base_model
+
+    model_path = ensure_base_model(cfg, progress=cfg.tracking.progress)
+    _write_config(run_dir, cfg)
+    trainer = METHODS[cfg.method](cfg, run_dir, model_path)
+    summary = trainer.train()
+    print(json.dumps(summary))
+    return 0
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, args.overrides)
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()):
+        raise UsageError(f"output dir {out} exists and is not empty")
+    _quiet_libraries()
+    from grpo_research.trainers.sft import train_base_model
+
+    info = train_base_model(cfg, out, progress=cfg.tracking.progress)
+    print(json.dumps({k: v for k, v in info.items() if k != "history"}))
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    if args.table:
+        print(key_table())
+    else:
+        print(load_config(args.config, args.overrides).dump(), end="")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="grpo-research", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="train a policy (GRPO by default) into a run dir; reruns resume")
+    t.add_argument("--config", help="YAML config file (defaults < file < key=value)")
+    t.add_argument("--run-dir", required=True, help="output directory of the run")
+    t.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. algo.beta=0.04")
+    t.set_defaults(func=cmd_train)
+
+    s = sub.add_parser("sft", help="build the tiny base model (supervised warm-up) into a directory")
+    s.add_argument("--config")
+    s.add_argument("--out", required=True)
+    s.add_argument("overrides", nargs="*", metavar="key=value")
+    s.set_defaults(func=cmd_sft)
+
+    c = sub.add_parser("config", help="print the resolved config, or the table of every key")
+    c.add_argument("--config")
+    c.add_argument("--table", action="store_true")
+    c.add_argument("overrides", nargs="*", metavar="key=value")
+    c.set_defaults(func=cmd_config)
+
+    sub.add_parser("score", help="score external predictions on a benchmark (see `score --help`)", add_help=False)
+    sub.add_parser("eval", help="generate on a benchmark from a checkpoint and score (see `eval --help`)",
+                   add_help=False)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "score":
+        from grpo_research.evaluation.score import main as score_main
+
+        return score_main(argv[1:])
+    if argv and argv[0] == "eval":
+        from grpo_research.evaluation.generate import main as eval_main
+
+        return eval_main(argv[1:])
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, UsageError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return USAGE_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,387 @@
+"""One typed, validated config per run: defaults < YAML file < command-line `key=value`.
+
+Every field carries its documentation (`help`) and its allowed range (`check`) in its
+metadata; `python -m grpo_research.config` prints the key table that the README holds.
+Unknown keys and out-of-range values raise `ConfigError` with one line naming the key (or
+the file and line), the value and what is allowed. The resolved config is what gets written
+to `<run-dir>/config.yaml` and sent to W&B, unchanged.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A usage error in a config file or a `key=value` override (exit code 2)."""
+
+
+# ---------------------------------------------------------------- field helpers
+def _f(default: Any, help: str, check: Callable[[Any], str | None] | None = None):
+    """A config field with its documentation and an optional range check."""
+    kw: dict[str, Any] = {"metadata": {"help": help, "check": check}}
+    if isinstance(default, (dict, list)):
+        kw["default_factory"] = lambda d=default: type(d)(d)
+    else:
+        kw["default"] = default
+    return field(**kw)
+
+
+def gt(lo: float):
+    return lambda v: None if v > lo else f"must be > {lo}"
+
+
+def ge(lo: float):
+    return lambda v: None if v >= lo else f"must be >= {lo}"
+
+
+def open_interval(lo: float, hi: float):
+    return lambda v: None if lo < v < hi else f"must be in ({lo}, {hi})"
+
+
+def closed_interval(lo: float, hi: float):
+    return lambda v: None if lo <= v <= hi else f"must be in [{lo}, {hi}]"
+
+
+def one_of(*choices: Any):
+    return lambda v: None if v in choices else f"must be one of {', '.join(map(str, choices))}"
+
+
+def _methods_check(v: str) -> str | None:
+    from grpo_research.trainers import METHODS  # registered trainers/variants
+
+    return None if v in METHODS else f"must be one of {', '.join(sorted(METHODS))}"
+
+
+def _task_check(v: str) -> str | None:
+    from grpo_research.tasks import TASKS
+
+    return None if v in TASKS else f"must be one of {', '.join(sorted(TASKS))}"
+
+
+# ---------------------------------------------------------------- the config
+@dataclass
+class ModelConfig:
+    name_or_path: str = _f(
+        "tiny",
+        "Policy model: `tiny` builds (once, cached) the offline character-level Llama and its "
+        "supervised warm-up (section `base`); otherwise a hub name or a local checkpoint directory.",
+    )
+    cache_dir: str = _f(
+        "~/.cache/grpo-research",
+        "Where built base models are cached (env GRPO_RESEARCH_CACHE overrides the default).",
+    )
+    dtype: str = _f("float32", "Parameter dtype of policy and reference.", one_of("float32", "bfloat16", "float16"))
+    hidden_size: int = _f(128, "tiny model: hidden size.", gt(0))
+    num_layers: int = _f(4, "tiny model: transformer layers.", gt(0))
+    num_heads: int = _f(4, "tiny model: attention heads.", gt(0))
+    intermediate_size: int = _f(512, "tiny model: MLP width.", gt(0))
+    max_position_embeddings: int = _f(256, "tiny model: context length in characters.", gt(0))
+
+
+@dataclass
+class BaseConfig:
+    """The base-model stage: supervised warm-up of the tiny model to partial competence."""
+
+    seed: int = _f(0, "Seed of the base-model stage (independent of the RL `seed`, so seeds share one base).")
+    max_steps: int = _f(400, "Upper bound on supervised steps.", gt(0))
+    batch_size: int = _f(128, "Supervised batch size (examples).", gt(0))
+    lr: float = _f(1e-3, "Supervised AdamW learning rate.", gt(0))
+    eval_every: int = _f(20, "Evaluate held-out greedy accuracy every this many steps.", gt(0))
+    eval_size: int = _f(1000, "Held-out problems per evaluation.", gt(0))
+    stop_accuracy: float = _f(
+        0.2,
+        "Stop at the first evaluation reaching this held-out accuracy (aim: 20-50 %, room for RL).",
+        closed_interval(0.0, 1.0),
+    )
+
+
+@dataclass
+class TaskConfig:
+    name: str = _f("arith", "Task (prompt source and grader).", _task_check)
+    data_path: str = _f("", "Local data file or hub dataset name for benchmark tasks; empty for synthetic tasks.")
+    levels: list = _f(
+        [1, 2, 3],
+        "arith: difficulty levels sampled for training (1-3: digits of the operands).",
+        lambda v: None if v and all(x in (1, 2, 3) for x in v) else "must be a non-empty list of 1, 2, 3",
+    )
+    level_weights: list = _f(
+        [0.15, 0.25, 0.6],
+        "arith: sampling weight of each entry of `levels` (a curriculum: easier problems keep groups informative).",
+        lambda v: None if v and all(isinstance(x, (int, float)) and x >= 0 for x in v) and sum(v) > 0
+        else "must be non-negative numbers with a positive sum",
+    )
+    eval_level: int = _f(3, "arith: difficulty level of the held-out split.", one_of(1, 2, 3))
+    options: dict = _f({}, "Extra keyword arguments of the task's constructor (see grpo_research/tasks).")
+
+
+@dataclass
+class RewardConfig:
+    weights: dict = _f(
+        {"correct": 1.0, "format": 0.2},
+        "Reward terms and their weights: total = sum of weight x term (see grpo_research/rewards).",
+    )
+    options: dict = _f({}, "Per-term options, {term: {option: value}}.")
+
+
+@dataclass
+class RolloutConfig:
+    backend: str = _f("hf", "Generation backend.", one_of("hf"))
+    prompts_per_step: int = _f(8, "Prompts per training step (each sampled `algo.group_size` times).", gt(0))
+    temperature: float = _f(1.0, "Sampling temperature (log-probs use the same temperature).", gt(0))
+    top_p: float = _f(1.0, "Nucleus sampling threshold.", lambda v: None if 0 < v <= 1 else "must be in (0, 1]")
+    max_new_tokens: int = _f(12, "Longest completion; a completion without EOS by then is truncated.", gt(0))
+
+
+@dataclass
+class AlgoConfig:
+    group_size: int = _f(8, "G: completions sampled per prompt.", ge(2))
+    beta: float = _f(0.04, "KL coefficient to the frozen reference model (0 drops the reference).", ge(0))
+    clip_eps: float = _f(0.2, "epsilon: lower clip range of the importance ratio, 1 - eps.", open_interval(0, 1))
+    clip_eps_high: float | None = _f(
+        None,
+        "Upper clip range, 1 + eps_high (DAPO clip-higher); defaults to `clip_eps`.",
+        lambda v: None if v is None or 0 < v < 1 else "must be in (0, 1) or null",
+    )
+    kl_estimator: str = _f("k3", "Per-token KL estimator (Schulman): k1, k2 or k3.", one_of("k1", "k2", "k3"))
+    adv_scale: str = _f(
+        "group",
+        "Advantage std scaling: group (GRPO), batch, none (only centre: Dr. GRPO).",
+        one_of("group", "batch", "none"),
+    )
+    adv_std: str = _f("population", "Std estimator: population (1/G) or unbiased (1/(G-1)).", one_of("population", "unbiased"))
+    loss_agg: str = _f(
+        "sequence",
+        "Loss aggregation: sequence (GRPO), token (DAPO), constant (Dr. GRPO: sum / (batch x max_new_tokens)).",
+        one_of("sequence", "token", "constant"),
+    )
+    num_iterations: int = _f(1, "mu: policy updates per rollout batch (old log-probs cached; reused when 1).", ge(1))
+
+
+@dataclass
+class OptimConfig:
+    lr: float = _f(3e-5, "AdamW peak learning rate.", gt(0))
+    weight_decay: float = _f(0.0, "AdamW weight decay.", ge(0))
+    beta1: float = _f(0.9, "AdamW beta1.", closed_interval(0, 1))
+    beta2: float = _f(0.99, "AdamW beta2.", closed_interval(0, 1))
+    warmup_steps: int = _f(0, "Linear warm-up steps.", ge(0))
+    schedule: str = _f("constant", "After warm-up: constant or cosine decay to `min_lr_ratio` x lr.", one_of("constant", "cosine"))
+    min_lr_ratio: float = _f(0.1, "Cosine floor as a fraction of lr.", closed_interval(0, 1))
+    max_grad_norm: float = _f(1.0, "Gradient clipping norm (0 disables).", ge(0))
+
+
+@dataclass
+class TrainConfig:
+    steps: int = _f(1200, "Training steps (one rollout batch each).", gt(0))
+    eval_every: int = _f(200, "Held-out evaluation every this many steps (also at step 0 and at the end).", gt(0))
+    eval_size: int = _f(1000, "Held-out problems per evaluation (greedy decoding).", gt(0))
+    checkpoint_every: int = _f(200, "Atomic checkpoint every this many steps (and at the end).", gt(0))
+    samples_every: int = _f(100, "Write a table of rollout samples to samples/ every this many steps.", gt(0))
+    threads: int = _f(0, "torch CPU threads (0: leave torch's default).", ge(0))
+
+
+@dataclass
+class TrackingConfig:
+    wandb: str = _f("offline", "Weights & Biases mode: offline (no login), online, or disabled.", one_of("offline", "online", "disabled"))
+    project: str = _f("grpo-research", "W&B project.")
+    group: str = _f("", "W&B group (a study name).")
+    tags: list = _f([], "Extra W&B tags.")
+    progress: bool = _f(True, "Show a progress bar on stderr.")
+
+
+@dataclass
+class RunConfig:
+    method: str = _f("grpo", "Training method (a registered trainer/variant).", _methods_check)
+    seed: int = _f(0, "One seed for every RNG of the run (python, numpy, torch, data order, sampler).")
+    model: ModelConfig = field(default_factory=ModelConfig)
+    base: BaseConfig = field(default_factory=BaseConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def dump(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+# ---------------------------------------------------------------- loading and validation
+def _type_ok(value: Any, tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp in (list, dict, str, bool):
+        return isinstance(value, tp)
+    return True
+
+
+def _coerce_float(value: Any, tp: Any) -> Any:
+    """Ints and numeric strings such as `1e-3` (a string to YAML 1.1) become floats for float fields."""
+    if float not in (tp, *typing.get_args(tp)) or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _type_name(tp: Any) -> str:
+    return str(tp).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def _hints(cls) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _merge(obj: Any, data: dict, where: str, prefix: str = "") -> None:
+    """Set fields of dataclass `obj` from `data`, recursively; reject unknown keys and bad types."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: section '{prefix.rstrip('.') or '<root>'}' must be a mapping, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(obj)}
+    hints = _hints(type(obj))
+    for key, value in data.items():
+        full = f"{prefix}{key}"
+        if key not in fields:
+            known = ", ".join(prefix + k for k in fields)
+            raise ConfigError(f"{where}: unknown key '{full}' (known keys here: {known})")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            _merge(current, value, where, full + ".")
+            continue
+        tp = hints[key]
+        value = _coerce_float(value, tp)
+        if not _type_ok(value, tp):
+            raise ConfigError(f"{where}: '{full}' = {value!r} has the wrong type (expected {_type_name(tp)})")
+        setattr(obj, key, value)
+
+
+def validate(cfg: RunConfig) -> RunConfig:
+    """Range-check every field; raise ConfigError naming the first bad key."""
+
+    def walk(obj: Any, prefix: str) -> None:
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value):
+                walk(value, f"{prefix}{f.name}.")
+                continue
+            check = f.metadata.get("check")
+            msg = check(value) if check else None
+            if msg:
+                raise ConfigError(f"'{prefix}{f.name}' = {value!r} {msg}")
+
+    walk(cfg, "")
+    if len(cfg.task.level_weights) != len(cfg.task.levels):
+        raise ConfigError(
+            f"'task.level_weights' has {len(cfg.task.level_weights)} entries but 'task.levels' has {len(cfg.task.levels)}"
+        )
+    from grpo_research.rewards import REWARDS
+
+    for name, w in cfg.reward.weights.items():
+        if name not in REWARDS:
+            raise ConfigError(f"'reward.weights' names unknown reward term {name!r} (known: {', '.join(sorted(REWARDS))})")
+        if not _type_ok(w, float):
+            raise ConfigError(f"'reward.weights.{name}' = {w!r} must be a number")
+    return cfg
+
+
+def load_yaml(path: str | Path) -> dict:
+    """Parse a YAML config file; malformed YAML names the file and line."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{where}: malformed YAML ({problem})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a config file must be a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """`a.b=c` -> (['a', 'b'], yaml-parsed c)."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} must look like key=value (e.g. algo.beta=0.04)")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override {item!r} has an empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.split("."), value
+
+
+def _nest(parts: list[str], value: Any) -> dict:
+    out: Any = value
+    for p in reversed(parts):
+        out = {p: out}
+    return out
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    """defaults < YAML file < overrides; validated."""
+    cfg = RunConfig()
+    if path is not None:
+        _merge(cfg, load_yaml(path), str(path))
+    for item in overrides or []:
+        parts, value = parse_override(item)
+        _merge(cfg, _nest(parts, value), "command line")
+    return validate(cfg)
+
+
+def config_from_dict(data: dict, where: str = "config") -> RunConfig:
+    cfg = RunConfig()
+    _merge(cfg, data, where)
+    return validate(cfg)
+
+
+def key_table() -> str:
+    """The Markdown table of every config key (kept in the README)."""
+    rows = ["| key | default | meaning |", "|---|---|---|"]
+
+    def walk(obj: Any, prefix: str) -> None:
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value):
+                walk(value, f"{prefix}{f.name}.")
+                continue
+            default = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+            rows.append(f"| `{prefix}{f.name}` | `{default}` | {f.metadata['help']} |")
+
+    walk(RunConfig(), "")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(key_table())

@@ -1,0 +1,111 @@
+"""Synthetic arithmetic: `007+348=` -> `#### 355` (GSM8K-like answer after `####`).
+
+Operands are zero-padded to three digits at every level, so every prompt has the same length
+(no padding in a batch). Level d draws operands below 10^d: level 1 is one-digit addition,
+level 3 full three-digit addition. The held-out split is a fixed set of level-`eval_level`
+pairs; training never draws a held-out pair, at any level.
+
+Grading: an answer is correct only if generation ended with EOS (a completion cut off is
+not) and the number that ends the completion (after `####`, or alone) equals the sum; text
+or special tokens after the number make it wrong. Formatted means exactly `#### <integer>`.
+"""
+from __future__ import annotations
+
+import random
+import re
+
+from grpo_research.tasks.base import Grade, Problem, register_task
+
+_FORMAT = re.compile(r"^#### (-?\d+)$")
+_TRAILING = re.compile(r"(?:^|[^\d-])(-?\d+)\.?$")
+HELDOUT_SEED = 20240917
+
+
+def _is_heldout(a: int, b: int) -> bool:
+    """About 5 % of all operand pairs are reserved for evaluation (a fixed hash)."""
+    return ((a * 1000 + b) * 2654435761) % (1 << 32) % 20 == 0
+
+
+def make_problem(a: int, b: int, split: str, index: int) -> Problem:
+    return Problem(
+        id=f"arith/{split}/{index}",
+        prompt=f"{a:03d}+{b:03d}=",
+        answer=str(a + b),
+        solution=f"#### {a + b}",
+        meta={"a": a, "b": b},
+    )
+
+
+def extract_answer(completion: str) -> tuple[str | None, bool]:
+    """(answer, formatted): the number that ends the completion, preferably after `####`.
+
+    The number must be the last thing in the text, so `123<bos>` (a special token after the
+    answer) reads as no answer.
+    """
+    text = completion.strip()
+    m = _FORMAT.match(text)
+    if m:
+        return m.group(1), True
+    m = _TRAILING.search(text)
+    return (m.group(1) if m else None), False
+
+
+@register_task("arith")
+class ArithTask:
+    name = "arith"
+    kind = "math"
+
+    def __init__(self, levels=(1, 2, 3), level_weights=(0.15, 0.25, 0.6), eval_level: int = 3, **_ignored):
+        if len(levels) != len(level_weights):
+            raise ValueError("levels and level_weights must have the same length")
+        self.levels = list(levels)
+        self.level_weights = list(level_weights)
+        self.eval_level = eval_level
+        self._heldout: list[Problem] | None = None
+
+    def train_problems(self, rng: random.Random, n: int) -> list[Problem]:
+        out = []
+        while len(out) < n:
+            level = rng.choices(self.levels, weights=self.level_weights)[0]
+            hi = 10**level
+            a, b = rng.randrange(hi), rng.randrange(hi)
+            if _is_heldout(a, b):
+                continue
+            out.append(make_problem(a, b, "train", len(out)))
+        return out
+
+    def heldout_problems(self, n: int | None = None) -> list[Problem]:
+        n = 2000 if n is None else n
+        if self._heldout is None or len(self._heldout) < n:
+            rng = random.Random(HELDOUT_SEED + self.eval_level)
+            hi = 10**self.eval_level
+            pool = [(a, b) for a in range(hi) for b in range(hi) if _is_heldout(a, b)] if hi <= 100 else None
+            if pool is not None and n > len(pool):
+                raise ValueError(f"arith level {self.eval_level} has only {len(pool)} held-out problems, asked for {n}")
+            if pool is not None:
+                rng.shuffle(pool)
+            seen: set[tuple[int, int]] = set()
+            problems = []
+            while len(problems) < n:
+                a, b = pool[len(problems)] if pool is not None else (rng.randrange(hi), rng.randrange(hi))
+                if not _is_heldout(a, b) or (a, b) in seen:
+                    continue
+                seen.add((a, b))
+                problems.append(make_problem(a, b, "heldout", len(problems)))
+            self._heldout = problems
+        return self._heldout[:n]
+
+    def check_format(self, problem: Problem, completion: str) -> bool:
+        return extract_answer(completion)[1]
+
+    def grade(self, problem: Problem, completion: str, finished: bool = True) -> Grade:
+        answer, formatted = extract_answer(completion)
+        if not finished:
+            return Grade(False, "unfinished", formatted=formatted, extracted=answer)
+        if answer is None:
+            return Grade(False, "no_answer", formatted=formatted)
+        correct = int(answer) == int(problem.answer)
+        return Grade(correct, "passed" if correct else "wrong_answer", formatted=formatted, extracted=answer)
+
+    def grade_many(self, problems, completions, finished) -> list[Grade]:
+        return [self.grade(p, c, f) for p, c, f in zip(problems, completions, finished)]

@@ -1,0 +1,110 @@
+"""Run tracking: `metrics.jsonl` always, Weights & Biases when wanted.
+
+`metrics.jsonl` gets one JSON object per line, flushed per line (a kill loses at most the
+line being written, and a resume first cuts the file back to the last checkpoint's length).
+W&B runs offline by default (no login, no network; `wandb sync <run-dir>/wandb/...` later),
+online when `tracking.wandb=online`, and not at all when `disabled` (a do-nothing stand-in).
+The resolved config goes to W&B unchanged as the run config.
+
+Metric keys (training rows; evaluation rows carry `step`, `samples`, `eval/accuracy`):
+
+| key | meaning |
+|---|---|
+| step | optimizer steps taken (a rollout batch each) |
+| samples | completions generated so far |
+| tokens | completion tokens generated so far |
+| reward_mean, reward_std | total reward over the step's completions |
+| reward/<term> | mean of each reward term (unweighted) |
+| frac_zero_std | share of groups whose rewards are all equal (no learning signal) |
+| kl | mean per-token KL estimate to the reference (0 when beta = 0) |
+| clip_frac | share of completion tokens where the clipped term is active |
+| entropy | mean per-token entropy of the policy on its completions (nats) |
+| completion_len | mean completion length in tokens (EOS included) |
+| truncated_frac | share of completions that hit max_new_tokens without EOS |
+| lr, grad_norm | learning rate and gradient norm before clipping |
+| loss | the aggregated training loss |
+| step_s, rollout_s, update_s | seconds: whole step, generation, log-probs + update |
+| peak_mem_mb | peak resident memory of the process (CPU) or peak CUDA memory |
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+
+class _NoWandb:
+    """Stand-in when W&B is disabled: every call does nothing."""
+
+    def log(self, *_a, **_k) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+class Tracker:
+    def __init__(self, run_dir: Path, config: dict, mode: str = "offline", project: str = "grpo-research",
+                 group: str = "", name: str = "", tags: list | None = None, job_type: str = ""):
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / "metrics.jsonl"
+        self._fh = open(self.path, "a", buffering=1)
+        self.wandb: Any = _NoWandb()
+        if mode != "disabled":
+            import wandb
+
+            id_file = self.run_dir / "wandb_id.txt"
+            if id_file.exists():
+                run_id = id_file.read_text().strip()
+            else:
+                run_id = uuid.uuid4().hex[:12]
+                id_file.write_text(run_id)
+            os.environ.setdefault("WANDB_SILENT", "true")
+            self.wandb = wandb.init(
+                project=project, group=group or None, name=name or self.run_dir.name, tags=tags or None,
+                job_type=job_type or None, config=config, dir=str(self.run_dir), mode=mode, id=run_id,
+                resume="allow", settings=wandb.Settings(console="off", silent=True),
+            )
+
+    def log(self, row: dict[str, Any]) -> None:
+        row = {k: _clean(v) for k, v in row.items()}
+        self._fh.write(json.dumps(row) + "\n")
+        self._fh.flush()
+        self.wandb.log({k: v for k, v in row.items() if k != "step" and isinstance(v, (int, float))}, step=row["step"])
+
+    def log_table(self, step: int, rows: list[dict[str, Any]]) -> None:
+        """Rollout samples: `samples/step_<step>.jsonl` and a W&B table."""
+        out = self.run_dir / "samples"
+        out.mkdir(exist_ok=True)
+        tmp = out / f".step_{step:06d}.jsonl.tmp"
+        with open(tmp, "w") as fh:
+            for r in rows:
+                fh.write(json.dumps(r) + "\n")
+        os.replace(tmp, out / f"step_{step:06d}.jsonl")
+        if not isinstance(self.wandb, _NoWandb):
+            import wandb
+
+            cols = list(rows[0]) if rows else []
+            self.wandb.log({"samples": wandb.Table(columns=cols, data=[[r[c] for c in cols] for r in rows])}, step=step)
+
+    def close(self) -> None:
+        self._fh.close()
+        self.wandb.finish()
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    rows = []
+    with open(path) as fh:
+        for line in fh:
+            if line.strip():
+                rows.append(json.loads(line))
+    return rows

@@ -1,0 +1,142 @@
+"""Pieces every trainer shares: seeding, log-probs, held-out evaluation, optimizer and
+schedule, atomic checkpoints, peak memory."""
+from __future__ import annotations
+
+import math
+import os
+import random
+import resource
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from grpo_research.rollout import generate
+from grpo_research.tasks.base import Problem, Task
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (1 << 32))
+    torch.manual_seed(seed)
+
+
+def step_seed(seed: int, step: int, stream: int = 0) -> int:
+    """A per-step seed, so that a resumed run samples exactly what an uninterrupted one does."""
+    return (seed * 1_000_003 + step * 7919 + stream * 104_729) % (1 << 62)
+
+
+def token_logprobs(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int, temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (N, T) of the last `n_completion` tokens of each row in one forward pass,
+    from logits / temperature (the distribution that was sampled). Left padding is handled by
+    position ids from the attention mask. Entropy (N, T) is computed without gradient."""
+    position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)  # (N, L)
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                logits_to_keep=n_completion + 1, use_cache=False)
+    logits = out.logits[:, :-1].float() / temperature  # (N, T, V): logits predicting each completion token
+    targets = input_ids[:, -n_completion:]  # (N, T)
+    logp_all = F.log_softmax(logits, dim=-1)  # (N, T, V)
+    logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (N, T)
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            entropy = -(logp_all.exp() * logp_all).sum(-1)  # (N, T)
+    return logp, entropy
+
+
+@torch.no_grad()
+def evaluate_accuracy(model, tokenizer, task: Task, problems: list[Problem], max_new_tokens: int,
+                      batch_size: int = 500) -> float:
+    """Greedy held-out accuracy with the task's own grader."""
+    was_training = model.training
+    model.eval()
+    correct = 0
+    for i in range(0, len(problems), batch_size):
+        chunk = problems[i : i + batch_size]
+        batch = generate(model, tokenizer, chunk, 1, max_new_tokens=max_new_tokens, greedy=True)
+        grades = task.grade_many(chunk, batch.completions, batch.finished)
+        correct += sum(g.correct for g in grades)
+    model.train(was_training)
+    return correct / max(len(problems), 1)
+
+
+def make_optimizer(params, lr: float, weight_decay: float, betas: tuple[float, float]) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, betas=betas)
+
+
+def make_scheduler(opt, warmup_steps: int, total_steps: int, schedule: str, min_lr_ratio: float):
+    """Linear warm-up, then constant or cosine decay to min_lr_ratio."""
+
+    def factor(step: int) -> float:
+        if warmup_steps and step < warmup_steps:
+            return (step + 1) / warmup_steps
+        if schedule == "constant":
+            return 1.0
+        progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+        return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+def peak_mem_mb() -> float:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.max_memory_allocated() / 2**20
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb / 1024 if sys.platform != "darwin" else kb / 2**20
+
+
+# ---------------------------------------------------------------- checkpoints
+def rng_state() -> dict[str, Any]:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def save_checkpoint(run_dir: Path, state: dict[str, Any]) -> None:
+    """Write `checkpoint/` atomically: into a temp dir, fsync, then swap by rename."""
+    run_dir = Path(run_dir)
+    tmp = run_dir / "checkpoint.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    with open(tmp / "state.pt", "wb") as fh:
+        torch.save(state, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    final, old = run_dir / "checkpoint", run_dir / "checkpoint.old"
+    if old.exists():
+        shutil.rmtree(old)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
+    """The last complete checkpoint, or None. A crash between the two renames of
+    `save_checkpoint` leaves only `checkpoint.old`, which is then used."""
+    run_dir = Path(run_dir)
+    for name in ("checkpoint", "checkpoint.old"):
+        path = run_dir / name / "state.pt"
+        if path.exists():
+            return torch.load(path, weights_only=False)
+    return None
+
+
+def truncate_file(path: Path, size: int) -> None:
+    """Cut a log file back to `size` bytes (its length at the checkpoint being resumed)."""
+    if path.exists() and path.stat().st_size > size:
+        with open(path, "r+b") as fh:
+            fh.truncate(size)

@@ -1,0 +1,263 @@
+"""The GRPO trainer: rollout -> reward -> advantage -> mu clipped updates, with a frozen
+reference model for the KL term.
+
+Paper: Shao et al., DeepSeekMath (arXiv 2402.03300), section 4.1, Algorithm 1 (outcome
+supervision). Per step: sample G completions for each of `rollout.prompts_per_step` prompts,
+score them with the task's verifier, normalise rewards within each group, and minimise the
+clipped surrogate plus beta x KL(pi || pi_ref) (k3 estimator), aggregated as
+`algo.loss_agg` says, for `algo.num_iterations` (mu) optimizer steps on the same batch.
+
+Departures from the paper:
+- One rollout batch per optimizer step group (no separate "outer iteration" that refreshes
+  the reward model: our rewards are verifiers, nothing to refresh).
+- Log-probs use logits / temperature, the distribution actually sampled (as TRL does).
+- With mu = 1 the old log-probs are the current ones detached (ratio = 1, no extra forward).
+- Completions a reward term masks (sandbox errors) are removed from the loss, not scored 0.
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from grpo_research.algorithms import (
+    aggregate_loss,
+    clip_fraction,
+    clipped_surrogate,
+    group_relative_advantages,
+    kl_estimate,
+    masked_mean,
+)
+from grpo_research.config import RunConfig
+from grpo_research.models import load_causal_lm
+from grpo_research.rewards import build_reward
+from grpo_research.rollout import generate
+from grpo_research.tasks import get_task
+from grpo_research.tracking import Tracker
+from grpo_research.trainers import common
+
+
+def task_from_config(cfg: RunConfig):
+    """Build the task, passing each `task.*` field that its factory accepts."""
+    import inspect
+
+    from grpo_research.tasks import TASKS
+
+    t = cfg.task
+    offered = {"levels": t.levels, "level_weights": t.level_weights, "eval_level": t.eval_level, **t.options}
+    if t.data_path:
+        offered["data_path"] = t.data_path
+    params = inspect.signature(TASKS[t.name]).parameters
+    takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    return get_task(t.name, **{k: v for k, v in offered.items() if takes_all or k in params})
+
+
+class GRPOTrainer:
+    """Owns the policy, the reference, the optimizer and the run directory."""
+
+    def __init__(self, cfg: RunConfig, run_dir: str | Path, model_path: str | Path):
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        if cfg.train.threads:
+            torch.set_num_threads(cfg.train.threads)
+        common.seed_everything(cfg.seed)
+        self.task = task_from_config(cfg)
+        self.reward_fn = build_reward(self.task, cfg.reward.weights, cfg.reward.options)
+        self.policy, self.tokenizer = load_causal_lm(model_path, cfg.model.dtype)
+        self.policy.train()
+        self.ref = None
+        if cfg.algo.beta > 0:
+            self.ref, _ = load_causal_lm(model_path, cfg.model.dtype)
+            self.ref.eval().requires_grad_(False)
+        o = cfg.optim
+        self.opt = common.make_optimizer(self.policy.parameters(), o.lr, o.weight_decay, (o.beta1, o.beta2))
+        n_updates = cfg.train.steps * cfg.algo.num_iterations
+        self.sched = common.make_scheduler(self.opt, o.warmup_steps, n_updates, o.schedule, o.min_lr_ratio)
+        self.data_rng = random.Random(cfg.seed)
+        self.heldout = self.task.heldout_problems(cfg.train.eval_size)
+        self.step = 0
+        self.samples = 0
+        self.tokens = 0
+
+    # ------------------------------------------------------------ one training step
+    def train_step(self) -> dict[str, Any]:
+        cfg, a = self.cfg, self.cfg.algo
+        t0 = time.perf_counter()
+        problems = self.task.train_problems(self.data_rng, cfg.rollout.prompts_per_step)
+        self.policy.eval()
+        batch = generate(
+            self.policy, self.tokenizer, problems, a.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
+            temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
+            seed=common.step_seed(cfg.seed, self.step),
+        )
+        self.policy.train()
+        t_rollout = time.perf_counter()
+
+        rb = self.reward_fn(batch.problems, batch.completions, batch.finished)
+        rewards = torch.tensor(rb.total)  # (N,)
+        valid = torch.tensor(rb.mask, dtype=torch.float32)  # (N,)
+        advantages = group_relative_advantages(rewards, a.group_size, a.adv_scale, a.adv_std)  # (N,)
+        mask = batch.completion_mask.float() * valid.unsqueeze(1)  # (N, T)
+        T = mask.shape[1]
+        eps_high = a.clip_eps_high if a.clip_eps_high is not None else a.clip_eps
+
+        ref_logp = None
+        if self.ref is not None:
+            with torch.inference_mode():
+                ref_logp, _ = common.token_logprobs(self.ref, batch.input_ids, batch.attention_mask, T,
+                                                    cfg.rollout.temperature)
+            ref_logp = ref_logp.clone()  # (N, T) a normal tensor, usable in autograd
+        old_logp = None
+        if a.num_iterations > 1:
+            with torch.no_grad():
+                old_logp, _ = common.token_logprobs(self.policy, batch.input_ids, batch.attention_mask, T,
+                                                    cfg.rollout.temperature)
+
+        stats: dict[str, float] = {}
+        for it in range(a.num_iterations):
+            logp, entropy = common.token_logprobs(self.policy, batch.input_ids, batch.attention_mask, T,
+                                                  cfg.rollout.temperature, with_entropy=(it == 0))
+            old = logp.detach() if old_logp is None else old_logp  # (N, T)
+            per_token = clipped_surrogate(logp, old, advantages, a.clip_eps, eps_high)  # (N, T)
+            kl = None
+            if ref_logp is not None:
+                kl = kl_estimate(logp, ref_logp, a.kl_estimator)  # (N, T)
+                per_token = per_token + a.beta * kl
+            loss = aggregate_loss(per_token, mask, a.loss_agg, max_len=cfg.rollout.max_new_tokens)
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            max_norm = cfg.optim.max_grad_norm if cfg.optim.max_grad_norm > 0 else float("inf")
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
+            lr = self.sched.get_last_lr()[0]
+            self.opt.step()
+            self.sched.step()
+            if it == 0:
+                stats = {
+                    "loss": loss.item(),
+                    "kl": masked_mean(kl.detach(), mask).item() if kl is not None else 0.0,
+                    "clip_frac": clip_fraction(logp.detach(), old, advantages, mask, a.clip_eps, eps_high).item(),
+                    "entropy": masked_mean(entropy, mask).item(),
+                    "grad_norm": grad_norm.item(),
+                    "lr": lr,
+                }
+        t_end = time.perf_counter()
+
+        self.step += 1
+        self.samples += len(batch.completions)
+        self.tokens += batch.completion_tokens
+        groups = rewards.view(-1, a.group_size)
+        row = {
+            "step": self.step,
+            "samples": self.samples,
+            "tokens": self.tokens,
+            "reward_mean": rewards.mean().item(),
+            "reward_std": rewards.std(correction=0).item(),
+            **{f"reward/{k}": _mean(v) for k, v in rb.components.items()},
+            "frac_zero_std": (groups == groups[:, :1]).all(dim=1).float().mean().item(),
+            **stats,
+            "completion_len": batch.completion_mask.sum(dim=1).float().mean().item(),
+            "truncated_frac": batch.truncated_frac,
+            "masked_frac": 1.0 - valid.mean().item(),
+            "step_s": t_end - t0,
+            "rollout_s": t_rollout - t0,
+            "update_s": t_end - t_rollout,
+            "peak_mem_mb": common.peak_mem_mb(),
+        }
+        self._last_batch = (batch, rewards)
+        return row
+
+    # ------------------------------------------------------------ evaluation, checkpoints
+    def evaluate(self) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        acc = common.evaluate_accuracy(self.policy, self.tokenizer, self.task, self.heldout,
+                                       self.cfg.rollout.max_new_tokens)
+        return {"step": self.step, "samples": self.samples, "tokens": self.tokens, "eval/accuracy": acc,
+                "eval_s": time.perf_counter() - t0}
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "step": self.step, "samples": self.samples, "tokens": self.tokens,
+            "policy": self.policy.state_dict(), "optimizer": self.opt.state_dict(),
+            "scheduler": self.sched.state_dict(), "rng": common.rng_state(),
+            "data_rng": self.data_rng.getstate(),
+            "metrics_bytes": (self.run_dir / "metrics.jsonl").stat().st_size,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.step, self.samples, self.tokens = state["step"], state["samples"], state["tokens"]
+        self.policy.load_state_dict(state["policy"])
+        self.opt.load_state_dict(state["optimizer"])
+        self.sched.load_state_dict(state["scheduler"])
+        common.set_rng_state(state["rng"])
+        self.data_rng.setstate(state["data_rng"])
+
+    def sample_rows(self) -> list[dict[str, Any]]:
+        batch, rewards = self._last_batch
+        return [{"prompt": p.prompt, "completion": c, "finished": f, "reward": r}
+                for p, c, f, r in zip(batch.problems, batch.completions, batch.finished, rewards.tolist())]
+
+    # ------------------------------------------------------------ the loop
+    def train(self) -> dict[str, Any]:
+        cfg, tc = self.cfg, self.cfg.train
+        metrics_path = self.run_dir / "metrics.jsonl"
+        state = common.load_checkpoint(self.run_dir)
+        if state is not None:
+            self.load_state(state)
+            common.truncate_file(metrics_path, state["metrics_bytes"])
+        else:
+            common.truncate_file(metrics_path, 0)
+        tracker = Tracker(self.run_dir, cfg.to_dict(), mode=cfg.tracking.wandb, project=cfg.tracking.project,
+                          group=cfg.tracking.group, name=self.run_dir.name, tags=cfg.tracking.tags,
+                          job_type=cfg.method)
+        t_start = time.perf_counter()
+        evals = []
+        try:
+            if self.step == 0:
+                row = self.evaluate()
+                evals.append(row)
+                tracker.log(row)
+            bar = tqdm(total=tc.steps, initial=self.step, desc=f"{cfg.method} {self.run_dir.name}",
+                       disable=not cfg.tracking.progress, dynamic_ncols=True)
+            while self.step < tc.steps:
+                row = self.train_step()
+                tracker.log(row)
+                bar.update(1)
+                bar.set_postfix(reward=f"{row['reward_mean']:.3f}", kl=f"{row['kl']:.4f}",
+                                s_per_step=f"{row['step_s']:.3f}", refresh=False)
+                if self.step % tc.samples_every == 0:
+                    tracker.log_table(self.step, self.sample_rows())
+                if self.step % tc.eval_every == 0 or self.step == tc.steps:
+                    ev = self.evaluate()
+                    evals.append(ev)
+                    tracker.log(ev)
+                    bar.write(f"step {self.step}: held-out accuracy {ev['eval/accuracy']:.3f}")
+                if self.step % tc.checkpoint_every == 0 or self.step == tc.steps:
+                    common.save_checkpoint(self.run_dir, self.state())
+            bar.close()
+        finally:
+            tracker.close()
+        self.policy.save_pretrained(self.run_dir / "model")
+        self.tokenizer.save_pretrained(self.run_dir / "model")
+        from grpo_research.tracking import read_metrics
+
+        rows = read_metrics(metrics_path)
+        acc = [r for r in rows if "eval/accuracy" in r]
+        summary = {
+            "method": cfg.method, "seed": cfg.seed, "steps": self.step, "samples": self.samples,
+            "tokens": self.tokens,
+            "initial_accuracy": acc[0]["eval/accuracy"] if acc else None,
+            "final_accuracy": acc[-1]["eval/accuracy"] if acc else None,
+            "train_s_this_invocation": time.perf_counter() - t_start,
+        }
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        return summary
+
+
+def _mean(values: list) -> float:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else float("nan")

@@ -1,0 +1,118 @@
+"""The base-model stage: supervised warm-up of the tiny model on the task's reference
+solutions, to partial competence (by default the first evaluation at >= 20 % held-out
+accuracy), so that RL has room to improve.
+
+Loss on the solution and EOS only (the prompt is context). Deterministic for a seed. The
+result is an ordinary HF checkpoint directory with `base_info.json` (accuracy, steps, time).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from grpo_research.config import RunConfig
+from grpo_research.models import build_char_tokenizer, build_tiny_model
+from grpo_research.tasks.base import Problem
+from grpo_research.trainers import common
+
+
+def sft_batch(tokenizer, problems: list[Problem]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask, labels), right-padded; labels -100 except on solution + EOS."""
+    rows, labels = [], []
+    for p in problems:
+        prompt = tokenizer(p.prompt, add_special_tokens=False)["input_ids"]
+        answer = tokenizer(p.solution, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        rows.append(prompt + answer)
+        labels.append([-100] * len(prompt) + answer)
+    L = max(map(len, rows))
+    pad = tokenizer.pad_token_id
+    ids = torch.tensor([r + [pad] * (L - len(r)) for r in rows])  # (B, L)
+    mask = torch.tensor([[1] * len(r) + [0] * (L - len(r)) for r in rows])  # (B, L)
+    lab = torch.tensor([lb + [-100] * (L - len(lb)) for lb in labels])  # (B, L)
+    return ids, mask, lab
+
+
+def base_model_key(cfg: RunConfig) -> str:
+    """Cache key: everything that determines the base model."""
+    m = cfg.model
+    spec = {"model": {"hidden": m.hidden_size, "layers": m.num_layers, "heads": m.num_heads,
+                      "mlp": m.intermediate_size, "ctx": m.max_position_embeddings},
+            "base": cfg.base.__dict__, "task": cfg.task.__dict__, "max_new_tokens": cfg.rollout.max_new_tokens,
+            "version": 1}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def cache_root(cfg: RunConfig) -> Path:
+    default = "~/.cache/grpo-research"
+    root = os.environ.get("GRPO_RESEARCH_CACHE") if cfg.model.cache_dir == default else None
+    return Path(root or cfg.model.cache_dir).expanduser()
+
+
+def train_base_model(cfg: RunConfig, out_dir: str | Path, progress: bool = True) -> dict[str, Any]:
+    """Build the tiny model from scratch and warm it up; write it to `out_dir` atomically."""
+    from grpo_research.trainers.grpo import task_from_config
+
+    out_dir = Path(out_dir)
+    b, m = cfg.base, cfg.model
+    common.seed_everything(b.seed)
+    task = task_from_config(cfg)
+    tokenizer = build_char_tokenizer()
+    model = build_tiny_model(len(tokenizer), m.hidden_size, m.num_layers, m.num_heads, m.intermediate_size,
+                             m.max_position_embeddings, tokenizer.pad_token_id, tokenizer.bos_token_id,
+                             tokenizer.eos_token_id, seed=b.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=b.lr)
+    rng = random.Random(b.seed)
+    heldout = task.heldout_problems(b.eval_size)
+    t0 = time.perf_counter()
+    history = []
+    step = 0
+    acc = 0.0
+    bar = tqdm(total=b.max_steps, desc="base model (supervised warm-up)", disable=not progress, dynamic_ncols=True)
+    while step < b.max_steps:
+        ids, mask, labels = sft_batch(tokenizer, task.train_problems(rng, b.batch_size))
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        step += 1
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{acc:.3f}", refresh=False)
+        if step % b.eval_every == 0 or step == b.max_steps:
+            acc = common.evaluate_accuracy(model, tokenizer, task, heldout, cfg.rollout.max_new_tokens)
+            history.append({"step": step, "loss": loss.item(), "eval/accuracy": acc})
+            if acc >= b.stop_accuracy:
+                break
+    bar.close()
+    info = {"steps": step, "heldout_accuracy": acc, "seconds": time.perf_counter() - t0, "history": history,
+            "parameters": sum(p.numel() for p in model.parameters()), "task": cfg.task.name, "base_seed": b.seed}
+    tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "base_info.json").write_text(json.dumps(info, indent=2) + "\n")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(tmp, out_dir)
+    return info
+
+
+def ensure_base_model(cfg: RunConfig, progress: bool = True) -> Path:
+    """The policy's starting checkpoint: a hub name / local path as given, or the cached tiny
+    base model (built now if it is not cached yet)."""
+    if cfg.model.name_or_path != "tiny":
+        return Path(cfg.model.name_or_path) if Path(cfg.model.name_or_path).exists() else cfg.model.name_or_path
+    path = cache_root(cfg) / f"tiny-{cfg.task.name}-{base_model_key(cfg)}"
+    if not (path / "base_info.json").exists():
+        train_base_model(cfg, path, progress=progress)
+    return path

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Idempotent set-up: a virtual environment in .venv with the project and its dev extras.
+# On CPU machines torch is pinned to the CPU wheel 2.13.0 in the same pip command, so pip
+# never pulls a multi-GB CUDA build. Set GRPO_TORCH_SPEC to choose another torch (e.g. on GPUs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.installed-$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q "${GRPO_TORCH_SPEC:-torch==2.13.0}" -e ".[dev]"
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi
+# The code sandbox uses bubblewrap where it can be installed (root on Debian/Ubuntu).
+if [ -x scripts/install_sandbox_deps.sh ]; then
+  scripts/install_sandbox_deps.sh
+fi

@@ -1,0 +1,20 @@
+import os
+
+import pytest
+
+os.environ.setdefault("WANDB_MODE", "disabled")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A small randomly initialised char Llama saved like a hub checkpoint."""
+    from grpo_research.models import build_char_tokenizer, build_tiny_model
+
+    d = tmp_path_factory.mktemp("tiny_model")
+    tok = build_char_tokenizer()
+    model = build_tiny_model(len(tok), hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                             max_position_embeddings=64, seed=0)
+    model.save_pretrained(d)
+    tok.save_pretrained(d)
+    return d
