@@ -1,0 +1,274 @@
+"""`grpo-research score`: grade external predictions on a benchmark and report pass@k.
+
+    grpo-research score --benchmark NAME --predictions FILE [--data PATH] --out OUT.json
+                        [--workers N] [--timeout S]
+    python -m grpo_research.evaluation.score ...   (same arguments)
+
+Predictions are JSONL rows `{"task_id": ..., "completion": ...}` (optional `"finished"`,
+default true); several rows with one task_id are several samples of that task. A task_id
+is a problem id of the benchmark or one of its aliases (gsm8k and math500 accept the
+record's 0-based index, as an int or a string). Tasks without predictions are reported under
+`missing_tasks` / `missing_task_ids`, not scored as failures.
+
+A prediction whose grading hits a `sandbox_error` is graded once more; if it fails again it
+is reported as `sandbox_error` (counted under `sandbox_errors`, excluded from pass@k, never
+counted as a failure). A task all of whose samples hit sandbox errors is listed under
+`unscored_task_ids` and excluded from `n_tasks`.
+
+Outputs, written atomically (temp file, then rename) only after everything is scored:
+OUT.json (summary: `pass@1`, `pass@k` for k = 1 .. the smallest number of scored samples
+per task, each with a 95% CI, outcome counts) and OUT.samples.jsonl (one row per prediction,
+in input order: `task_id` (the canonical problem id), `input_task_id` when the prediction used
+an alias, `sample`, `passed`, `outcome`, and `extracted` for math benchmarks).
+
+Bad input (missing file, malformed JSONL line, missing field, unknown benchmark, unknown
+task_id) prints one line `error: ...` to stderr, writes nothing and exits with code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import inspect
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from grpo_research.evaluation.metrics import CI_METHOD, aggregate_pass_at_k
+from grpo_research.tasks.base import TASKS, Problem, Task, get_task
+
+
+class UsageError(Exception):
+    """Bad input to the score command: reported as one `error: ...` line, exit code 2."""
+
+
+def _register_tasks() -> None:
+    import grpo_research.tasks  # noqa: F401  (built-in tasks)
+    import grpo_research.tasks.benchmarks  # noqa: F401
+    import grpo_research.tasks.code  # noqa: F401
+
+
+def problem_index(problems: list[Problem]) -> dict[str, Problem]:
+    """Every id and alias (`meta["aliases"]`) -> problem; a real id wins over another's alias."""
+    index: dict[str, Problem] = {}
+    for p in problems:
+        for alias in p.meta.get("aliases", ()):
+            index.setdefault(str(alias), p)
+    index.update({p.id: p for p in problems})
+    return index
+
+
+def _task_id(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def score_predictions(
+    task: Task, predictions: list[dict], labels: list[str] | None = None
+) -> tuple[dict, list[dict]]:
+    """Grade `predictions` on `task`'s held-out problems; return (summary, one row per prediction).
+
+    `labels` name each prediction in error messages (default "prediction N"). Raises
+    UsageError for a missing field or an unknown task_id.
+    """
+    start = time.monotonic()
+    labels = labels or [f"prediction {i}" for i in range(1, len(predictions) + 1)]
+    problems = task.heldout_problems()
+    index = problem_index(problems)
+    chosen: list[Problem] = []
+    for label, pred in zip(labels, predictions):
+        for name in ("task_id", "completion"):
+            if not isinstance(pred, dict) or pred.get(name) is None:
+                raise UsageError(f"{label}: missing field {name!r}")
+        tid = _task_id(pred["task_id"])
+        if tid is None:
+            raise UsageError(f"{label}: field 'task_id' must be a string or an integer")
+        if not isinstance(pred["completion"], str):
+            raise UsageError(f"{label}: field 'completion' must be a string")
+        if not isinstance(pred.get("finished", True), bool):
+            raise UsageError(f"{label}: field 'finished' must be true or false")
+        if tid not in index:
+            raise UsageError(f"{label}: unknown task_id {tid!r} for benchmark {task.name!r}")
+        chosen.append(index[tid])
+
+    completions = [p["completion"] for p in predictions]
+    finished = [p.get("finished", True) for p in predictions]
+    grades = task.grade_many(chosen, completions, finished)
+    retry = [i for i, g in enumerate(grades) if g.masked]
+    if retry:  # a sandbox error is an infrastructure failure: try once more
+        again = task.grade_many([chosen[i] for i in retry], [completions[i] for i in retry], [finished[i] for i in retry])
+        for i, g in zip(retry, again):
+            grades[i] = g
+
+    rows: list[dict] = []
+    seen: Counter = Counter()
+    per_task: dict[str, list[int]] = {}  # id -> [n scored, n correct]
+    for pred, problem, grade in zip(predictions, chosen, grades):
+        row: dict[str, Any] = {"task_id": problem.id}
+        if _task_id(pred["task_id"]) != problem.id:
+            row["input_task_id"] = pred["task_id"]
+        row.update(sample=seen[problem.id], passed=bool(grade.correct and not grade.masked),
+                   outcome="sandbox_error" if grade.masked else grade.outcome)
+        if task.kind == "math":
+            row["extracted"] = grade.extracted
+        seen[problem.id] += 1
+        rows.append(row)
+        counts = per_task.setdefault(problem.id, [0, 0])
+        if not grade.masked:
+            counts[0] += 1
+            counts[1] += int(grade.correct)
+
+    scored = {tid: (n, c) for tid, (n, c) in per_task.items() if n > 0}
+    k_max = min((n for n, _ in scored.values()), default=0)
+    pass_k = aggregate_pass_at_k(scored.values(), range(1, k_max + 1)) if scored else {}
+    missing = [p.id for p in problems if p.id not in per_task]
+    summary = {
+        "benchmark": task.name,
+        "n_tasks": len(scored),
+        "n_samples": sum(n for n, _ in scored.values()),
+        "n_predictions": len(predictions),
+        "samples_per_task": {"min": k_max, "max": max((n for n, _ in scored.values()), default=0)},
+        "missing_tasks": len(missing),
+        "missing_task_ids": missing,
+        "pass@1": pass_k["1"]["value"] if pass_k else None,
+        "pass@k": pass_k,
+        "outcomes": dict(sorted(Counter(r["outcome"] for r in rows).items())),
+        "sandbox_errors": sum(r["outcome"] == "sandbox_error" for r in rows),
+        "unscored_task_ids": [tid for tid, (n, _) in per_task.items() if n == 0],
+        "ci_method": CI_METHOD,
+        "elapsed_s": round(time.monotonic() - start, 3),
+    }
+    return summary, rows
+
+
+# ---------------------------------------------------------------- command line
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, no usage block
+        raise UsageError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="grpo-research score", description="Score external predictions on a benchmark (pass@k).")
+    p.add_argument("--benchmark", required=True, help="task name: gsm8k, math500, humaneval, mbpp, mbpp_sanitized, ...")
+    p.add_argument("--predictions", required=True, type=Path, help="JSONL rows {task_id, completion}")
+    p.add_argument("--data", help="benchmark data: local file or folder, or a Hugging Face dataset name")
+    p.add_argument("--out", required=True, type=Path, help="summary JSON; OUT.samples.jsonl is written beside it")
+    p.add_argument("--workers", type=int, help="parallel sandbox processes (default: one per core)")
+    p.add_argument("--timeout", type=float, help="seconds per program (code benchmarks)")
+    return p
+
+
+def read_predictions(path: Path) -> tuple[list[dict], list[str]]:
+    """(rows, labels) of a JSONL predictions file; labels are "FILE, line N"."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            lines = f.read().split("\n")  # not splitlines(): U+2028 may sit inside a string
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        raise UsageError(f"{path}: cannot read ({e})") from None
+    rows, labels = [], []
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        label = f"{path}, line {lineno}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{label}: invalid JSON ({e.msg})") from None
+        if not isinstance(obj, dict):
+            raise UsageError(f"{label}: expected a JSON object")
+        rows.append(obj)
+        labels.append(label)
+    if not rows:
+        raise UsageError(f"{path}: no predictions")
+    return rows, labels
+
+
+def samples_path(out: Path) -> Path:
+    """OUT.json -> OUT.samples.jsonl (any other name gets `.samples.jsonl` appended)."""
+    stem = out.name[: -len(".json")] if out.name.endswith(".json") else out.name
+    return out.with_name(stem + ".samples.jsonl")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _make_task(args: argparse.Namespace) -> Task:
+    _register_tasks()
+    if args.benchmark not in TASKS:
+        raise UsageError(f"unknown benchmark {args.benchmark!r}; known: {', '.join(sorted(TASKS))}")
+    accepted = inspect.signature(TASKS[args.benchmark]).parameters
+    kwargs: dict[str, Any] = {}
+    if args.data is not None:
+        if "data_path" not in accepted:
+            raise UsageError(f"benchmark {args.benchmark!r} takes no --data")
+        kwargs["data_path"] = args.data
+    if args.workers is not None:
+        if args.workers < 1:
+            raise UsageError("--workers must be at least 1")
+        if "workers" in accepted:
+            kwargs["workers"] = args.workers
+    if args.timeout is not None:
+        if not args.timeout > 0:
+            raise UsageError("--timeout must be positive")
+        if "timeout_s" in accepted:
+            kwargs["timeout_s"] = args.timeout
+    from grpo_research.tasks.benchmarks import DataError
+
+    try:
+        return get_task(args.benchmark, **kwargs)
+    except (DataError, OSError) as e:
+        raise UsageError(str(e)) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `score`; argv excludes the word "score". Returns the exit code."""
+    try:
+        args = _parser().parse_args(argv)
+        out, samples = args.out, samples_path(args.out)
+        if args.predictions.resolve() in (out.resolve(), samples.resolve()):
+            raise UsageError("--out would overwrite the predictions file")
+        predictions, labels = read_predictions(args.predictions)
+        task = _make_task(args)
+        summary, rows = score_predictions(task, predictions, labels)
+    except UsageError as e:
+        print("error: " + " ".join(str(e).split()), file=sys.stderr)
+        return 2
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(samples, "".join(json.dumps(r) + "\n" for r in rows))
+    _write_atomic(out, json.dumps(summary, indent=2) + "\n")
+    if summary["sandbox_errors"]:
+        print(f"warning: {summary['sandbox_errors']} predictions hit sandbox errors twice; not scored", file=sys.stderr)
+    p1 = summary["pass@k"].get("1")
+    value = f"{p1['value']:.4f} [{p1['ci95'][0]:.4f}, {p1['ci95'][1]:.4f}]" if p1 else "n/a"
+    print(f"{summary['benchmark']}: pass@1 = {value} over {summary['n_tasks']} tasks, {summary['n_samples']} samples,"
+          f" {summary['missing_tasks']} missing, {summary['elapsed_s']:.1f}s -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

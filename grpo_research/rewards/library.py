@@ -1,0 +1,291 @@
+"""Reward terms beyond the task's own grader.
+
+- `code_tests`: share of a code problem's unit tests passed (`mode="fraction"`: one sandbox
+  program per assert in `meta["test_list"]`, so one failing or hanging assert cannot hide
+  the others; problems without a test list, e.g. HumanEval's single `check`, are graded
+  whole), or all-or-nothing (`mode="all"`, the task's own grader).
+- `json_schema`: 1 when the completion parses as JSON and validates (jsonschema) against
+  the problem's `meta["schema"]`, else the `schema` option.
+- `tool_call`: 1 when the completion is a JSON tool call `{"name": ..., "arguments": {...}}`
+  naming a known tool, with arguments valid against that tool's parameter schema. Tools
+  come from `meta["tools"]`, else the `tools` option.
+- `overlong`: DAPO's soft overlong punishment (Yu et al. 2025, eq. 13): 0 up to
+  `max_len - cache`, then linear down to -1 at `max_len`, and -1 beyond. Length is counted in
+  characters, by a supplied `length_fn`, or in tokens of a `tokenizer` checkpoint.
+- `reward_model`: the score of an `AutoModelForSequenceClassification` checkpoint on
+  `prompt + completion` (or the chat template of the pair, with `chat_template=True`).
+
+A term returns None (masked) only for infrastructure failures (sandbox errors).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from grpo_research.rewards.base import register_reward
+from grpo_research.tasks.base import Problem, Task
+
+Values = list[float | None]
+
+
+def _check_lengths(problems: list, completions: list, finished: list) -> None:
+    if not (len(problems) == len(completions) == len(finished)):
+        raise ValueError("problems, completions and finished must have the same length")
+
+
+# ---------------------------------------------------------------- code_tests
+
+
+@register_reward("code_tests")
+def code_tests_reward(task: Task, mode: str = "fraction", timeout_s: float | None = None, workers: int | None = None):
+    """Fraction of unit tests passed (`mode="fraction"`) or 1/0 for all passed (`mode="all"`)."""
+    if mode not in ("fraction", "all"):
+        raise ValueError(f"code_tests: mode must be 'fraction' or 'all'; got {mode!r}")
+    if getattr(task, "kind", None) != "code":
+        raise ValueError(f"code_tests: task {getattr(task, 'name', task)!r} is not a code task")
+    from dataclasses import replace
+
+    from grpo_research.sandbox import SandboxLimits, run_programs
+
+    limits = getattr(task, "limits", None) or SandboxLimits()
+    if timeout_s is not None:
+        limits = replace(limits, timeout_s=timeout_s, cpu_s=max(1, int(timeout_s)))
+    workers = workers if workers is not None else getattr(task, "workers", None)
+
+    def whole(problems: list[Problem], completions: list[str], finished: list[bool]) -> Values:
+        grades = task.grade_many(problems, completions, finished)
+        return [None if g.masked else float(g.correct) for g in grades]
+
+    def term(problems: list[Problem], completions: list[str], finished: list[bool]) -> Values:
+        _check_lengths(problems, completions, finished)
+        if mode == "all" or not hasattr(task, "program"):
+            return whole(problems, completions, finished)
+        values: Values = [None] * len(problems)
+        programs: list[str] = []
+        owners: list[int] = []
+        rest: list[int] = []
+        for i, (p, c, f) in enumerate(zip(problems, completions, finished)):
+            tests = p.meta.get("test_list")
+            if getattr(task, "requires_eos", False) and not f:
+                values[i] = 0.0
+            elif tests:
+                programs += [task.program(p, c, [t]) for t in tests]
+                owners += [i] * len(tests)
+            else:
+                rest.append(i)
+        results = run_programs(programs, limits, workers)
+        by_owner: dict[int, list[str]] = {}
+        for i, r in zip(owners, results):
+            by_owner.setdefault(i, []).append(r.outcome)
+        for i, outcomes in by_owner.items():
+            values[i] = None if "sandbox_error" in outcomes else outcomes.count("passed") / len(outcomes)
+        if rest:
+            for i, v in zip(rest, whole([problems[i] for i in rest], [completions[i] for i in rest],
+                                        [finished[i] for i in rest])):
+                values[i] = v
+        return values
+
+    return term
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def _json_text(completion: str) -> str:
+    """The completion without surrounding whitespace and without one enclosing Markdown fence."""
+    text = completion.strip()
+    if text.startswith("```") and text.endswith("```") and "\n" in text:
+        text = text[text.index("\n") + 1: -3].strip()
+    return text
+
+
+class _Validators:
+    """jsonschema validators, built once per distinct schema (checked when built)."""
+
+    def __init__(self):
+        self._cache: dict[str, Any] = {}
+
+    def __call__(self, schema: dict) -> Any:
+        import jsonschema
+
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._cache:
+            cls = jsonschema.validators.validator_for(schema)
+            cls.check_schema(schema)
+            self._cache[key] = cls(schema)
+        return self._cache[key]
+
+
+@register_reward("json_schema")
+def json_schema_reward(task: Task | None = None, schema: dict | None = None, parse_credit: float = 0.0):
+    """1.0 for JSON valid against the schema; `parse_credit` for JSON that fails it; 0.0 otherwise."""
+    validators = _Validators()
+    if schema is not None:
+        validators(schema)  # a bad schema in config fails at build time
+
+    def term(problems: list[Problem], completions: list[str], finished: list[bool]) -> Values:
+        _check_lengths(problems, completions, finished)
+        out: Values = []
+        for p, c in zip(problems, completions):
+            s = p.meta.get("schema", schema)
+            if s is None:
+                raise ValueError(f"json_schema: no schema for problem {p.id!r} (set meta['schema'] or option schema)")
+            try:
+                value = json.loads(_json_text(c))
+            except json.JSONDecodeError:
+                out.append(0.0)
+                continue
+            out.append(1.0 if validators(s).is_valid(value) else float(parse_credit))
+        return out
+
+    return term
+
+
+def normalise_tools(tools: Any) -> dict[str, dict]:
+    """{name: parameters schema} from OpenAI-style `[{"type": "function", "function": {...}}]`,
+    plain `[{"name", "parameters"}]`, or an already-normalised `{name: schema}`."""
+    if isinstance(tools, dict):
+        return {str(k): v for k, v in tools.items()}
+    out = {}
+    for t in tools or []:
+        spec = t.get("function", t) if isinstance(t, dict) else None
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            raise ValueError(f"tool_call: a tool needs a 'name': {t!r}")
+        out[spec["name"]] = spec.get("parameters") or {"type": "object"}
+    return out
+
+
+@register_reward("tool_call")
+def tool_call_reward(task: Task | None = None, tools: Any = None, name_credit: float = 0.0):
+    """1.0 for a call of a known tool with schema-valid arguments; `name_credit` for a known
+    name with invalid arguments; 0.0 otherwise. `arguments` may be an object or a JSON string."""
+    validators = _Validators()
+    default_tools = normalise_tools(tools) if tools is not None else None
+    for schema in (default_tools or {}).values():
+        validators(schema)
+
+    def score(call: Any, known: dict[str, dict]) -> float:
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str) or call["name"] not in known:
+            return 0.0
+        args = call.get("arguments")
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                return float(name_credit)
+        if not isinstance(args, dict):
+            return float(name_credit)
+        return 1.0 if validators(known[call["name"]]).is_valid(args) else float(name_credit)
+
+    def term(problems: list[Problem], completions: list[str], finished: list[bool]) -> Values:
+        _check_lengths(problems, completions, finished)
+        out: Values = []
+        for p, c in zip(problems, completions):
+            known = normalise_tools(p.meta["tools"]) if "tools" in p.meta else default_tools
+            if known is None:
+                raise ValueError(f"tool_call: no tools for problem {p.id!r} (set meta['tools'] or option tools)")
+            try:
+                call = json.loads(_json_text(c))
+            except json.JSONDecodeError:
+                out.append(0.0)
+                continue
+            out.append(score(call, known))
+        return out
+
+    return term
+
+
+# ---------------------------------------------------------------- overlong (DAPO)
+
+
+def overlong_penalty(length: int, max_len: int, cache: int) -> float:
+    """DAPO soft overlong punishment: 0 if L <= max_len - cache; (max_len - cache - L)/cache up to max_len; -1 beyond."""
+    if length <= max_len - cache:
+        return 0.0
+    if length <= max_len:
+        return (max_len - cache - length) / cache
+    return -1.0
+
+
+@register_reward("overlong")
+def overlong_reward(task: Task | None = None, max_len: int | None = None, cache: int | None = None,
+                    length_fn: Callable[[str], int] | None = None, tokenizer: str | None = None):
+    """Soft overlong penalty on the completion length (characters, `length_fn`, or `tokenizer` tokens)."""
+    if max_len is None or cache is None:
+        raise ValueError("overlong: options max_len and cache are required")
+    if not 0 < cache <= max_len:
+        raise ValueError(f"overlong: need 0 < cache <= max_len; got cache={cache}, max_len={max_len}")
+    if length_fn is not None and tokenizer is not None:
+        raise ValueError("overlong: give length_fn or tokenizer, not both")
+    if tokenizer is not None:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(tokenizer)
+
+        def length_fn(text: str) -> int:
+            return len(tok(text, add_special_tokens=False)["input_ids"])
+
+    measure = length_fn or len
+
+    def term(problems: list[Problem], completions: list[str], finished: list[bool]) -> Values:
+        _check_lengths(problems, completions, finished)
+        return [overlong_penalty(measure(c), max_len, cache) for c in completions]
+
+    return term
+
+
+# ---------------------------------------------------------------- reward model
+
+
+@register_reward("reward_model")
+def reward_model_reward(task: Task | None = None, path: str | None = None, batch_size: int = 8, device: str = "cpu",
+                        dtype: str = "float32", max_length: int | None = None, label: int | None = None,
+                        output: str = "logit", chat_template: bool = False):
+    """Score of a sequence-classification checkpoint on prompt + completion.
+
+    `label` picks the logit (default: the only one, or the last class); `output="prob"`
+    turns it into a probability (sigmoid for one label, softmax otherwise). With
+    `max_length`, inputs are truncated from the left so the completion's end is kept.
+    """
+    if path is None:
+        raise ValueError("reward_model: option path is required")
+    if output not in ("logit", "prob"):
+        raise ValueError(f"reward_model: output must be 'logit' or 'prob'; got {output!r}")
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSequenceClassification.from_pretrained(path, dtype=getattr(torch, dtype)).to(device).eval()
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
+    if tok.pad_token is None:
+        raise ValueError(f"reward_model: tokenizer at {path} has no pad, eos or unk token to pad with")
+    model.config.pad_token_id = tok.pad_token_id
+    if max_length is not None:
+        tok.truncation_side = "left"
+    n_labels = model.config.num_labels
+    index = (n_labels - 1) if label is None else label
+    if not 0 <= index < n_labels:
+        raise ValueError(f"reward_model: label {index} out of range for {n_labels} labels")
+
+    def text(p: Problem, c: str) -> str:
+        if chat_template:
+            messages = [{"role": "user", "content": p.prompt}, {"role": "assistant", "content": c}]
+            return tok.apply_chat_template(messages, tokenize=False)
+        return p.prompt + c
+
+    @torch.inference_mode()
+    def term(problems: list[Problem], completions: list[str], finished: list[bool]) -> Values:
+        _check_lengths(problems, completions, finished)
+        out: Values = []
+        texts = [text(p, c) for p, c in zip(problems, completions)]
+        for start in range(0, len(texts), batch_size):
+            batch = tok(texts[start:start + batch_size], return_tensors="pt", padding=True,
+                        truncation=max_length is not None, max_length=max_length).to(device)
+            logits = model(**batch).logits.float()  # (B, num_labels)
+            if output == "prob":
+                logits = torch.sigmoid(logits) if n_labels == 1 else torch.softmax(logits, dim=-1)
+            out += logits[:, index].tolist()
+        return out
+
+    return term
