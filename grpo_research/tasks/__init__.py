@@ -1,5 +1,7 @@
 """Prompt sources and their graders: synthetic tasks and benchmark loaders."""
 from grpo_research.tasks.base import TASKS, Grade, Problem, Task, get_task, register_task
 from grpo_research.tasks import arith as _arith  # noqa: F401  (registers "arith")
+from grpo_research.tasks import code as _code  # noqa: F401  (registers "code")
+from grpo_research.tasks import benchmarks as _benchmarks  # noqa: F401  (gsm8k, math500, humaneval, mbpp, ...)
 
 __all__ = ["TASKS", "Grade", "Problem", "Task", "get_task", "register_task"]
