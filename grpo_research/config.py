@@ -91,11 +91,12 @@ class BaseConfig:
     """The base-model stage: supervised warm-up of the tiny model to partial competence."""
 
     seed: int = _f(0, "Seed of the base-model stage (independent of the RL `seed`, so seeds share one base).")
-    max_steps: int = _f(400, "Upper bound on supervised steps.", gt(0))
+    max_steps: int = _f(1500, "Upper bound on supervised steps.", gt(0))
     batch_size: int = _f(128, "Supervised batch size (examples).", gt(0))
     lr: float = _f(1e-3, "Supervised AdamW learning rate.", gt(0))
-    eval_every: int = _f(20, "Evaluate held-out greedy accuracy every this many steps.", gt(0))
-    eval_size: int = _f(1000, "Held-out problems per evaluation.", gt(0))
+    eval_every: int = _f(25, "Check held-out greedy accuracy every this many steps (on `check_size` problems).", gt(0))
+    check_size: int = _f(200, "Held-out problems per stopping check.", gt(0))
+    eval_size: int = _f(1000, "Held-out problems of the final evaluation of the base model.", gt(0))
     stop_accuracy: float = _f(
         0.2,
         "Stop at the first evaluation reaching this held-out accuracy (aim: 20-50 %, room for RL).",
@@ -179,10 +180,10 @@ class OptimConfig:
 
 @dataclass
 class TrainConfig:
-    steps: int = _f(1200, "Training steps (one rollout batch each).", gt(0))
-    eval_every: int = _f(200, "Held-out evaluation every this many steps (also at step 0 and at the end).", gt(0))
+    steps: int = _f(800, "Training steps (one rollout batch each).", gt(0))
+    eval_every: int = _f(100, "Held-out evaluation every this many steps (also at step 0 and at the end).", gt(0))
     eval_size: int = _f(1000, "Held-out problems per evaluation (greedy decoding).", gt(0))
-    checkpoint_every: int = _f(200, "Atomic checkpoint every this many steps (and at the end).", gt(0))
+    checkpoint_every: int = _f(100, "Atomic checkpoint every this many steps (and at the end).", gt(0))
     samples_every: int = _f(100, "Write a table of rollout samples to samples/ every this many steps.", gt(0))
     threads: int = _f(0, "torch CPU threads (0: leave torch's default).", ge(0))
 

@@ -2,7 +2,10 @@
 solutions, to partial competence (by default the first evaluation at >= 20 % held-out
 accuracy), so that RL has room to improve.
 
-Loss on the solution and EOS only (the prompt is context). Deterministic for a seed. The
+Loss on the solution and EOS only (the prompt is context); AdamW with betas (0.9, 0.98) and
+gradient clipping at 1.0 (with the default betas (0.9, 0.999) and no clipping, the default
+model had not left 1 % after 800 steps; with these it crosses 12 % -> 29 % -> 61 % between
+steps 600 and 700). Deterministic for a seed. The
 result is an ordinary HF checkpoint directory with `base_info.json` (accuracy, steps, time).
 """
 from __future__ import annotations
@@ -69,7 +72,7 @@ def train_base_model(cfg: RunConfig, out_dir: str | Path, progress: bool = True)
     model = build_tiny_model(len(tokenizer), m.hidden_size, m.num_layers, m.num_heads, m.intermediate_size,
                              m.max_position_embeddings, tokenizer.pad_token_id, tokenizer.bos_token_id,
                              tokenizer.eos_token_id, seed=b.seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=b.lr)
+    opt = torch.optim.AdamW(model.parameters(), lr=b.lr, betas=(0.9, 0.98))
     rng = random.Random(b.seed)
     heldout = task.heldout_problems(b.eval_size)
     t0 = time.perf_counter()
@@ -82,16 +85,19 @@ def train_base_model(cfg: RunConfig, out_dir: str | Path, progress: bool = True)
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
         bar.update(1)
         bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{acc:.3f}", refresh=False)
         if step % b.eval_every == 0 or step == b.max_steps:
-            acc = common.evaluate_accuracy(model, tokenizer, task, heldout, cfg.rollout.max_new_tokens)
-            history.append({"step": step, "loss": loss.item(), "eval/accuracy": acc})
+            # a cheap check on the first `check_size` held-out problems decides when to stop
+            acc = common.evaluate_accuracy(model, tokenizer, task, heldout[: b.check_size], cfg.rollout.max_new_tokens)
+            history.append({"step": step, "loss": loss.item(), "check_accuracy": acc})
             if acc >= b.stop_accuracy:
                 break
     bar.close()
+    acc = common.evaluate_accuracy(model, tokenizer, task, heldout, cfg.rollout.max_new_tokens)
     info = {"steps": step, "heldout_accuracy": acc, "seconds": time.perf_counter() - t0, "history": history,
             "parameters": sum(p.numel() for p in model.parameters()), "task": cfg.task.name, "base_seed": b.seed}
     tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
