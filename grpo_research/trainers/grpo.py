@@ -40,6 +40,7 @@ from grpo_research.rollout import generate
 from grpo_research.tasks import get_task
 from grpo_research.tracking import Tracker
 from grpo_research.trainers import common
+from grpo_research.trainers.cost import CostMeter, forward_flops, train_flops
 
 
 def task_from_config(cfg: RunConfig):
@@ -76,6 +77,10 @@ class GRPOTrainer:
             self.ref.eval().requires_grad_(False)
         o = cfg.optim
         self.opt = common.make_optimizer(self.policy.parameters(), o.lr, o.weight_decay, (o.beta1, o.beta2))
+        self.cost = CostMeter(next(self.policy.parameters()).device)
+        self.cost.register("policy", self.policy, self.opt)
+        self.cost.register("reference", self.ref)
+        self.n_params = sum(p.numel() for p in self.policy.parameters())
         n_updates = cfg.train.steps * cfg.algo.num_iterations
         self.sched = common.make_scheduler(self.opt, o.warmup_steps, n_updates, o.schedule, o.min_lr_ratio)
         self.data_rng = random.Random(cfg.seed)
@@ -147,8 +152,15 @@ class GRPOTrainer:
                 }
         t_end = time.perf_counter()
 
+        n = len(batch.completions)
+        seq_tokens = int(batch.attention_mask.sum())  # prompt + completion tokens of the batch
+        flops = forward_flops(self.n_params, seq_tokens)  # generation (KV cache: each token once)
+        flops += forward_flops(self.n_params, seq_tokens) * ((self.ref is not None) + (old_logp is not None))
+        flops += train_flops(self.n_params, seq_tokens) * a.num_iterations
+        cost = self.cost.step_metrics(step_s=t_end - t0, rollout_s=t_rollout - t0, update_s=t_end - t_rollout,
+                                      samples=n, generated_tokens=batch.completion_tokens, model_flops=flops)
         self.step += 1
-        self.samples += len(batch.completions)
+        self.samples += n
         self.tokens += batch.completion_tokens
         groups = rewards.view(-1, a.group_size)
         row = {
@@ -167,6 +179,7 @@ class GRPOTrainer:
             "rollout_s": t_rollout - t0,
             "update_s": t_end - t_rollout,
             "peak_mem_mb": common.peak_mem_mb(),
+            **cost,
         }
         self._last_batch = (batch, rewards)
         return row

@@ -1,0 +1,105 @@
+"""Cost accounting: what a method holds in memory and what it computes, per step.
+
+Every trainer logs these under `cost/` each step:
+
+| key | meaning |
+|---|---|
+| cost/<model>_param_mb, cost/<model>_grad_mb, cost/<model>_optim_mb | bytes of parameters, gradients and optimizer state of each model (policy, reference, critic), in MiB |
+| cost/model_state_mb | their sum over every model the method holds |
+| cost/peak_mem_mb | peak process memory: high-water RSS on CPU, `torch.cuda.max_memory_allocated` on GPU |
+| cost/rollout_s, cost/update_s | seconds spent generating and updating in the step |
+| cost/gen_tokens_per_s | generated tokens per second of rollout time |
+| cost/samples_per_s | completions per second of step time |
+| cost/model_flops_per_s | model FLOPs of the step (2 N per token of every forward, 6 N per trained token, over every model that runs) per second of step time |
+| cost/mfu | model_flops_per_s / the peak matmul FLOP/s measured by this process at start |
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from grpo_research.trainers.common import peak_mem_mb
+
+MIB = 2**20
+
+
+def tensor_bytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+
+def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None) -> dict[str, int]:
+    """Bytes of parameters, of gradients (trainable parameters, allocated or about to be) and of
+    optimizer state (e.g. AdamW's two moments per trainable parameter)."""
+    params = list(model.parameters())
+    trainable = [p for p in params if p.requires_grad]
+    optim = 0
+    if optimizer is not None:
+        for state in optimizer.state.values():
+            optim += tensor_bytes(state.values())
+        if not optimizer.state:  # before the first step: AdamW will hold two moments per trainable parameter
+            optim = 2 * tensor_bytes(trainable) if isinstance(optimizer, torch.optim.AdamW) else 0
+    grads = tensor_bytes(trainable) if optimizer is not None else 0
+    return {"param": tensor_bytes(params), "grad": grads, "optim": optim}
+
+
+def measure_peak_matmul_flops(device: torch.device | str = "cpu", size: int = 1024, repeats: int = 5) -> float:
+    """Peak matmul FLOP/s of this process on `device`: the best of a few square float32 matmuls."""
+    device = torch.device(device)
+    a = torch.randn(size, size, device=device)
+    b = torch.randn(size, size, device=device)
+    torch.mm(a, b)  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t0)
+    return 2 * size**3 / best
+
+
+class CostMeter:
+    """Collects the per-step `cost/` metrics of one trainer."""
+
+    def __init__(self, device: torch.device | str = "cpu"):
+        self.peak_flops = measure_peak_matmul_flops(device)
+        self.models: dict[str, tuple[torch.nn.Module, torch.optim.Optimizer | None]] = {}
+
+    def register(self, name: str, model: torch.nn.Module | None, optimizer: torch.optim.Optimizer | None = None):
+        if model is not None:
+            self.models[name] = (model, optimizer)
+
+    def step_metrics(self, *, step_s: float, rollout_s: float, update_s: float, samples: int,
+                     generated_tokens: int, model_flops: float) -> dict[str, float]:
+        row: dict[str, float] = {}
+        total = 0
+        for name, (model, opt) in self.models.items():
+            b = model_state_bytes(model, opt)
+            for kind, v in b.items():
+                row[f"cost/{name}_{kind}_mb"] = v / MIB
+            total += sum(b.values())
+        flops_per_s = model_flops / step_s if step_s > 0 else 0.0
+        row.update({
+            "cost/model_state_mb": total / MIB,
+            "cost/peak_mem_mb": peak_mem_mb(),
+            "cost/rollout_s": rollout_s,
+            "cost/update_s": update_s,
+            "cost/gen_tokens_per_s": generated_tokens / rollout_s if rollout_s > 0 else 0.0,
+            "cost/samples_per_s": samples / step_s if step_s > 0 else 0.0,
+            "cost/model_flops_per_s": flops_per_s,
+            "cost/mfu": flops_per_s / self.peak_flops,
+        })
+        return row
+
+
+def forward_flops(n_params: int, tokens: int) -> float:
+    """2 N per token of a forward pass."""
+    return 2.0 * n_params * tokens
+
+
+def train_flops(n_params: int, tokens: int) -> float:
+    """6 N per trained token (forward + backward)."""
+    return 6.0 * n_params * tokens
