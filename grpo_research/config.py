@@ -164,6 +164,24 @@ class AlgoConfig:
         one_of("sequence", "token", "constant"),
     )
     num_iterations: int = _f(1, "mu: policy updates per rollout batch (old log-probs cached; reused when 1).", ge(1))
+    advantage: str = _f(
+        "group",
+        "Advantage estimator: group (GRPO, scaled per `adv_scale`), rloo (leave-one-out baseline), "
+        "reinforce_pp (REINFORCE++: batch mean and std).",
+        one_of("group", "rloo", "reinforce_pp"),
+    )
+    importance: str = _f(
+        "token", "Importance ratio: token (PPO/GRPO) or sequence (GSPO: length-normalised sequence ratio).",
+        one_of("token", "sequence"),
+    )
+    dynamic_sampling: bool = _f(
+        False, "DAPO: drop groups whose rewards are all equal and sample more prompts to refill the batch."
+    )
+    max_resample_rounds: int = _f(3, "Dynamic sampling: extra rollout rounds at most per step.", ge(0))
+    overlong_filter: bool = _f(False, "DAPO: mask truncated completions (no EOS) out of the loss.")
+    ref_reset_every: int = _f(
+        0, "Reset the reference model to the current policy every this many steps (0: never; DeepSeek-R1: 400).", ge(0)
+    )
 
 
 @dataclass
@@ -351,18 +369,41 @@ def _nest(parts: list[str], value: Any) -> dict:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """defaults < YAML file < overrides; validated."""
+    """defaults < the method's preset < YAML file < overrides; validated.
+
+    A method's preset (e.g. `dr_grpo` sets `algo.adv_scale=none`, `algo.loss_agg=constant`) is
+    registered with the method; anything the file or the command line sets wins over it.
+    """
+    file_data = load_yaml(path) if path is not None else {}
+    parsed = [parse_override(item) for item in overrides or []]
+    method = RunConfig().method
+    if "method" in file_data:
+        method = file_data["method"]
+    for parts, value in parsed:
+        if parts == ["method"]:
+            method = value
     cfg = RunConfig()
+    cfg.method = method
+    _apply_preset(cfg)
     if path is not None:
-        _merge(cfg, load_yaml(path), str(path))
-    for item in overrides or []:
-        parts, value = parse_override(item)
+        _merge(cfg, file_data, str(path))
+    for parts, value in parsed:
         _merge(cfg, _nest(parts, value), "command line")
     return validate(cfg)
 
 
+def _apply_preset(cfg: RunConfig) -> None:
+    from grpo_research.trainers import METHOD_PRESETS
+
+    preset = METHOD_PRESETS.get(cfg.method) if isinstance(cfg.method, str) else None
+    if preset:
+        _merge(cfg, preset, f"preset of method {cfg.method!r}")
+
+
 def config_from_dict(data: dict, where: str = "config") -> RunConfig:
     cfg = RunConfig()
+    cfg.method = data.get("method", cfg.method)
+    _apply_preset(cfg)
     _merge(cfg, data, where)
     return validate(cfg)
 

@@ -8,8 +8,22 @@ from grpo_research.algorithms.core import (
     kl_estimate,
     masked_mean,
 )
+from grpo_research.algorithms.variants import (
+    ADVANTAGES,
+    SURROGATES,
+    batch_normalized_advantages,
+    rloo_advantages,
+    sequence_clip_fraction,
+    sequence_clipped_surrogate,
+)
 
 __all__ = [
+    "ADVANTAGES",
+    "SURROGATES",
+    "batch_normalized_advantages",
+    "rloo_advantages",
+    "sequence_clip_fraction",
+    "sequence_clipped_surrogate",
     "AGGREGATIONS",
     "aggregate_loss",
     "clip_fraction",

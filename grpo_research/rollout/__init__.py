@@ -93,3 +93,31 @@ def generate(
         finished=finished.tolist(),
         completion_tokens=int(cmask.sum()),
     )
+
+
+def select_and_concat(batches: list[RolloutBatch], rows: list[list[int]], pad_id: int) -> RolloutBatch:
+    """Rows `rows[k]` of `batches[k]`, concatenated into one batch (prompts re-left-padded to a
+    common length, completions right-padded to a common length)."""
+    P = max(b.prompt_len for b in batches)
+    T = max(b.completion_mask.shape[1] for b in batches)
+    ids, attn, cmask = [], [], []
+    problems, completions, finished = [], [], []
+    for b, idx in zip(batches, rows):
+        if not idx:
+            continue
+        sel = torch.tensor(idx)
+        p_ids, c_ids = b.input_ids[sel, : b.prompt_len], b.input_ids[sel, b.prompt_len :]  # (n, P_b), (n, T_b)
+        p_att, c_att = b.attention_mask[sel, : b.prompt_len], b.attention_mask[sel, b.prompt_len :]
+        dp, dt = P - b.prompt_len, T - c_ids.shape[1]
+        ids.append(torch.cat([torch.full((len(idx), dp), pad_id), p_ids, c_ids, torch.full((len(idx), dt), pad_id)], 1))
+        attn.append(torch.cat([torch.zeros(len(idx), dp, dtype=p_att.dtype), p_att, c_att,
+                               torch.zeros(len(idx), dt, dtype=c_att.dtype)], 1))
+        cm = b.completion_mask[sel]
+        cmask.append(torch.cat([cm, torch.zeros(len(idx), dt, dtype=cm.dtype)], 1))
+        problems += [b.problems[i] for i in idx]
+        completions += [b.completions[i] for i in idx]
+        finished += [b.finished[i] for i in idx]
+    cm = torch.cat(cmask)
+    return RolloutBatch(problems=problems, input_ids=torch.cat(ids), attention_mask=torch.cat(attn),
+                        completion_mask=cm, prompt_len=P, completions=completions, finished=finished,
+                        completion_tokens=int(cm.sum()))

@@ -21,6 +21,9 @@ Metric keys (training rows; evaluation rows carry `step`, `samples`, `eval/accur
 | entropy | mean per-token entropy of the policy on its completions (nats) |
 | completion_len | mean completion length in tokens (EOS included) |
 | truncated_frac | share of completions that hit max_new_tokens without EOS |
+| masked_frac | share of completions a reward term masked (e.g. sandbox errors), left out of the loss |
+| dropped_groups, rollout_rounds | dynamic sampling (DAPO): groups dropped for equal rewards, rollout rounds used |
+| cost/... | memory, throughput and MFU: see grpo_research/trainers/cost.py |
 | lr, grad_norm | learning rate and gradient norm before clipping |
 | loss | the aggregated training loss |
 | step_s, rollout_s, update_s | seconds: whole step, generation, log-probs + update |

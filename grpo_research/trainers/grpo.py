@@ -7,6 +7,12 @@ score them with the task's verifier, normalise rewards within each group, and mi
 clipped surrogate plus beta x KL(pi || pi_ref) (k3 estimator), aggregated as
 `algo.loss_agg` says, for `algo.num_iterations` (mu) optimizer steps on the same batch.
 
+The named variants (`method=dr_grpo | dapo | gspo | rloo | reinforce_pp`) run through this
+trainer: their presets (grpo_research/trainers/__init__.py) choose the registered advantage
+estimator and importance-ratio surrogate (grpo_research/algorithms/variants.py), the loss
+aggregation, DAPO's dynamic sampling and overlong filtering; `algo.ref_reset_every` resets
+the reference to the policy (DeepSeek-R1 resets it every 400 steps).
+
 Departures from the paper:
 - One rollout batch per optimizer step group (no separate "outer iteration" that refreshes
   the reward model: our rewards are verifiers, nothing to refresh).
@@ -26,17 +32,18 @@ import torch
 from tqdm import tqdm
 
 from grpo_research.algorithms import (
+    ADVANTAGES,
+    SURROGATES,
     aggregate_loss,
     clip_fraction,
-    clipped_surrogate,
-    group_relative_advantages,
     kl_estimate,
     masked_mean,
+    sequence_clip_fraction,
 )
 from grpo_research.config import RunConfig
 from grpo_research.models import load_causal_lm
-from grpo_research.rewards import build_reward
-from grpo_research.rollout import generate
+from grpo_research.rewards import RewardBatch, build_reward
+from grpo_research.rollout import RolloutBatch, generate, select_and_concat
 from grpo_research.tasks import get_task
 from grpo_research.tracking import Tracker
 from grpo_research.trainers import common
@@ -68,8 +75,8 @@ class GRPOTrainer:
             torch.set_num_threads(cfg.train.threads)
         common.seed_everything(cfg.seed)
         self.task = task_from_config(cfg)
-        self.reward_fn = build_reward(self.task, cfg.reward.weights, cfg.reward.options)
         self.policy, self.tokenizer = load_causal_lm(model_path, cfg.model.dtype)
+        self.reward_fn = build_reward(self.task, cfg.reward.weights, self._reward_options())
         self.policy.train()
         self.ref = None
         if cfg.algo.beta > 0:
@@ -89,27 +96,88 @@ class GRPOTrainer:
         self.samples = 0
         self.tokens = 0
 
+    def _reward_options(self) -> dict[str, dict]:
+        """Reward options from config; the overlong penalty defaults to DAPO's setting measured
+        in tokens: max_len = rollout.max_new_tokens, cache = a quarter of it."""
+        options = {k: dict(v) for k, v in self.cfg.reward.options.items()}
+        if "overlong" in self.cfg.reward.weights:
+            opt = options.setdefault("overlong", {})
+            max_len = opt.setdefault("max_len", self.cfg.rollout.max_new_tokens)
+            opt.setdefault("cache", max(1, max_len // 4))
+            if "tokenizer" not in opt and "length_fn" not in opt:
+                tok = self.tokenizer
+                opt["length_fn"] = lambda text: len(tok(text, add_special_tokens=False)["input_ids"]) + 1  # + EOS
+        return options
+
     # ------------------------------------------------------------ one training step
+    def rollout_and_score(self) -> tuple[RolloutBatch, RewardBatch, dict[str, float]]:
+        """Sample G completions per prompt and score them. With dynamic sampling (DAPO), groups
+        whose rewards are all equal are dropped and more prompts are sampled, up to
+        `algo.max_resample_rounds` extra rounds; every generated completion counts in `samples`."""
+        cfg, a = self.cfg, self.cfg.algo
+        G, want = a.group_size, cfg.rollout.prompts_per_step
+        batches, scores, keep_rows = [], [], []
+        kept_groups = generated = dropped = 0
+        for round_ in range(1 + (a.max_resample_rounds if a.dynamic_sampling else 0)):
+            problems = self.task.train_problems(self.data_rng, want)
+            batch = generate(
+                self.policy, self.tokenizer, problems, G, max_new_tokens=cfg.rollout.max_new_tokens,
+                temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
+                seed=common.step_seed(cfg.seed, self.step, stream=round_),
+            )
+            rb = self.reward_fn(batch.problems, batch.completions, batch.finished)
+            generated += len(batch.completions)
+            groups = torch.tensor(rb.total).view(-1, G)  # (want, G)
+            rows = []
+            for g in range(groups.shape[0]):
+                if a.dynamic_sampling and (bool((groups[g] == groups[g, 0]).all()) or kept_groups >= want):
+                    dropped += 1
+                    continue
+                rows += range(g * G, (g + 1) * G)
+                kept_groups += 1
+            batches.append(batch)
+            scores.append(rb)
+            keep_rows.append(rows)
+            if kept_groups >= want:
+                break
+        if len(batches) == 1 and len(keep_rows[0]) == len(batches[0].completions):
+            batch, rb = batches[0], scores[0]
+        else:
+            batch = select_and_concat(batches, keep_rows, self.tokenizer.pad_token_id)
+            rb = RewardBatch(
+                total=[s.total[i] for s, rows in zip(scores, keep_rows) for i in rows],
+                components={k: [s.components[k][i] for s, rows in zip(scores, keep_rows) for i in rows]
+                            for k in scores[0].components},
+                mask=[s.mask[i] for s, rows in zip(scores, keep_rows) for i in rows],
+            )
+        info = {"generated": generated, "dropped_groups": dropped, "rollout_rounds": len(batches),
+                "generated_tokens": sum(b.completion_tokens for b in batches)}
+        return batch, rb, info
+
     def train_step(self) -> dict[str, Any]:
         cfg, a = self.cfg, self.cfg.algo
         t0 = time.perf_counter()
-        problems = self.task.train_problems(self.data_rng, cfg.rollout.prompts_per_step)
+        if a.ref_reset_every and self.ref is not None and self.step and self.step % a.ref_reset_every == 0:
+            self.ref.load_state_dict(self.policy.state_dict())  # DeepSeek-R1: reference reset
         self.policy.eval()
-        batch = generate(
-            self.policy, self.tokenizer, problems, a.group_size, max_new_tokens=cfg.rollout.max_new_tokens,
-            temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-            seed=common.step_seed(cfg.seed, self.step),
-        )
+        batch, rb, info = self.rollout_and_score()
         self.policy.train()
         t_rollout = time.perf_counter()
+        n = len(batch.completions)
+        if n == 0:  # dynamic sampling found no informative group: no update this step
+            return self._finish_row(t0, t_rollout, time.perf_counter(), info, batch, rb, {}, 0.0)
 
-        rb = self.reward_fn(batch.problems, batch.completions, batch.finished)
         rewards = torch.tensor(rb.total)  # (N,)
-        valid = torch.tensor(rb.mask, dtype=torch.float32)  # (N,)
-        advantages = group_relative_advantages(rewards, a.group_size, a.adv_scale, a.adv_std)  # (N,)
+        valid = torch.tensor(rb.mask, dtype=torch.float32)  # (N,) sandbox errors etc. masked
+        if a.overlong_filter:
+            valid = valid * torch.tensor(batch.finished, dtype=torch.float32)  # DAPO: drop truncated
+        advantages = ADVANTAGES[a.advantage](rewards, a)  # (N,)
         mask = batch.completion_mask.float() * valid.unsqueeze(1)  # (N, T)
         T = mask.shape[1]
         eps_high = a.clip_eps_high if a.clip_eps_high is not None else a.clip_eps
+        surrogate = SURROGATES[a.importance]
+        clip_frac_fn = sequence_clip_fraction if a.importance == "sequence" else (
+            lambda lp, old, adv, m, lo, hi: clip_fraction(lp, old, adv, m, lo, hi))
 
         ref_logp = None
         if self.ref is not None:
@@ -128,7 +196,7 @@ class GRPOTrainer:
             logp, entropy = common.token_logprobs(self.policy, batch.input_ids, batch.attention_mask, T,
                                                   cfg.rollout.temperature, with_entropy=(it == 0))
             old = logp.detach() if old_logp is None else old_logp  # (N, T)
-            per_token = clipped_surrogate(logp, old, advantages, a.clip_eps, eps_high)  # (N, T)
+            per_token = surrogate(logp, old, advantages, mask, a.clip_eps, eps_high)  # (N, T)
             kl = None
             if ref_logp is not None:
                 kl = kl_estimate(logp, ref_logp, a.kl_estimator)  # (N, T)
@@ -145,36 +213,45 @@ class GRPOTrainer:
                 stats = {
                     "loss": loss.item(),
                     "kl": masked_mean(kl.detach(), mask).item() if kl is not None else 0.0,
-                    "clip_frac": clip_fraction(logp.detach(), old, advantages, mask, a.clip_eps, eps_high).item(),
+                    "clip_frac": clip_frac_fn(logp.detach(), old, advantages, mask, a.clip_eps, eps_high).item(),
                     "entropy": masked_mean(entropy, mask).item(),
                     "grad_norm": grad_norm.item(),
                     "lr": lr,
                 }
         t_end = time.perf_counter()
+        seq_tokens = int(batch.attention_mask.sum())  # prompt + completion tokens of the trained batch
+        n_forward = (self.ref is not None) + (old_logp is not None)
+        flops = forward_flops(self.n_params, seq_tokens) * n_forward + train_flops(self.n_params, seq_tokens) * a.num_iterations
+        return self._finish_row(t0, t_rollout, t_end, info, batch, rb, stats, flops)
 
-        n = len(batch.completions)
-        seq_tokens = int(batch.attention_mask.sum())  # prompt + completion tokens of the batch
-        flops = forward_flops(self.n_params, seq_tokens)  # generation (KV cache: each token once)
-        flops += forward_flops(self.n_params, seq_tokens) * ((self.ref is not None) + (old_logp is not None))
-        flops += train_flops(self.n_params, seq_tokens) * a.num_iterations
+    def _finish_row(self, t0, t_rollout, t_end, info, batch, rb, stats, update_flops) -> dict[str, Any]:
+        """Count samples and tokens, and build the metrics row of the step."""
+        G = self.cfg.algo.group_size
+        # generation: with a KV cache each prompt and generated token goes through one forward
+        gen_tokens = info["generated_tokens"] + info["generated"] * batch.prompt_len
+        flops = forward_flops(self.n_params, gen_tokens) + update_flops
         cost = self.cost.step_metrics(step_s=t_end - t0, rollout_s=t_rollout - t0, update_s=t_end - t_rollout,
-                                      samples=n, generated_tokens=batch.completion_tokens, model_flops=flops)
+                                      samples=info["generated"], generated_tokens=info["generated_tokens"],
+                                      model_flops=flops)
         self.step += 1
-        self.samples += n
-        self.tokens += batch.completion_tokens
-        groups = rewards.view(-1, a.group_size)
+        self.samples += info["generated"]
+        self.tokens += info["generated_tokens"]
+        rewards = torch.tensor(rb.total) if rb.total else torch.zeros(0)
+        groups = rewards.view(-1, G)
         row = {
             "step": self.step,
             "samples": self.samples,
             "tokens": self.tokens,
-            "reward_mean": rewards.mean().item(),
-            "reward_std": rewards.std(correction=0).item(),
+            "reward_mean": rewards.mean().item() if len(rewards) else float("nan"),
+            "reward_std": rewards.std(correction=0).item() if len(rewards) else float("nan"),
             **{f"reward/{k}": _mean(v) for k, v in rb.components.items()},
-            "frac_zero_std": (groups == groups[:, :1]).all(dim=1).float().mean().item(),
+            "frac_zero_std": (groups == groups[:, :1]).all(dim=1).float().mean().item() if len(rewards) else 1.0,
             **stats,
-            "completion_len": batch.completion_mask.sum(dim=1).float().mean().item(),
+            "completion_len": batch.completion_mask.sum(dim=1).float().mean().item() if len(rewards) else 0.0,
             "truncated_frac": batch.truncated_frac,
-            "masked_frac": 1.0 - valid.mean().item(),
+            "masked_frac": 1.0 - sum(rb.mask) / max(len(rb.mask), 1),
+            "dropped_groups": info["dropped_groups"],
+            "rollout_rounds": info["rollout_rounds"],
             "step_s": t_end - t0,
             "rollout_s": t_rollout - t0,
             "update_s": t_end - t_rollout,
@@ -199,6 +276,7 @@ class GRPOTrainer:
             "scheduler": self.sched.state_dict(), "rng": common.rng_state(),
             "data_rng": self.data_rng.getstate(),
             "metrics_bytes": (self.run_dir / "metrics.jsonl").stat().st_size,
+            "reference": self.ref.state_dict() if self.ref is not None and self.cfg.algo.ref_reset_every else None,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -208,6 +286,8 @@ class GRPOTrainer:
         self.sched.load_state_dict(state["scheduler"])
         common.set_rng_state(state["rng"])
         self.data_rng.setstate(state["data_rng"])
+        if state.get("reference") is not None:
+            self.ref.load_state_dict(state["reference"])
 
     def sample_rows(self) -> list[dict[str, Any]]:
         batch, rewards = self._last_batch
