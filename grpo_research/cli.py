@@ -60,12 +60,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     _check_run_dir(run_dir, cfg)
     _quiet_libraries()
     from grpo_research.trainers import METHODS
+    from grpo_research.trainers.common import EXIT_PREEMPTED, Preempted
     from grpo_research.trainers.sft import ensure_base_model
 
     model_path = ensure_base_model(cfg, progress=cfg.tracking.progress)
     _write_config(run_dir, cfg)
     trainer = METHODS[cfg.method](cfg, run_dir, model_path)
-    summary = trainer.train()
+    try:
+        summary = trainer.train()
+    except Preempted as e:
+        print(f"preempted: checkpoint written at step {e.step}; rerun the same command to resume", file=sys.stderr)
+        return EXIT_PREEMPTED
     print(json.dumps(summary))
     return 0
 

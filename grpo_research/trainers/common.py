@@ -7,6 +7,7 @@ import os
 import random
 import resource
 import shutil
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -140,3 +141,60 @@ def truncate_file(path: Path, size: int) -> None:
     if path.exists() and path.stat().st_size > size:
         with open(path, "r+b") as fh:
             fh.truncate(size)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write, fsync, then rename: readers never see a truncated file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def save_model_atomic(model, tokenizer, out: Path) -> None:
+    """save_pretrained into a temp dir, then swap it in by rename."""
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    old = out.with_name(f".{out.name}.old{os.getpid()}")
+    if out.exists():
+        os.replace(out, old)
+    os.replace(tmp, out)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: checkpoint written, rerun the same command to resume
+
+
+class Preempted(Exception):
+    """Raised after SIGTERM once the checkpoint is written."""
+
+    def __init__(self, step: int):
+        super().__init__(f"preempted at step {step}")
+        self.step = step
+
+
+class StopFlag:
+    """Catches SIGTERM while training: the loop finishes its step, checkpoints and stops."""
+
+    def __init__(self):
+        self.raised = False
+        self._previous = None
+        try:
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        except ValueError:  # not the main thread (e.g. inside some launchers): no handler
+            self._previous = None
+
+    def _handle(self, signum, frame) -> None:
+        self.raised = True
+
+    def restore(self) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)

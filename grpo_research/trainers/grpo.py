@@ -202,6 +202,9 @@ class GRPOTrainer:
                 kl = kl_estimate(logp, ref_logp, a.kl_estimator)  # (N, T)
                 per_token = per_token + a.beta * kl
             loss = aggregate_loss(per_token, mask, a.loss_agg, max_len=cfg.rollout.max_new_tokens)
+            if not torch.isfinite(loss):  # skip the update; the parameters stay as they were
+                stats = {"loss": loss.item(), "nonfinite_loss": True, "lr": self.sched.get_last_lr()[0]}
+                break
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             max_norm = cfg.optim.max_grad_norm if cfg.optim.max_grad_norm > 0 else float("inf")
@@ -296,6 +299,8 @@ class GRPOTrainer:
 
     # ------------------------------------------------------------ the loop
     def train(self) -> dict[str, Any]:
+        """The loop. SIGTERM (what SLURM sends before preemption) finishes the current step,
+        writes a checkpoint and raises `Preempted`; rerunning the same command resumes."""
         cfg, tc = self.cfg, self.cfg.train
         metrics_path = self.run_dir / "metrics.jsonl"
         state = common.load_checkpoint(self.run_dir)
@@ -308,38 +313,39 @@ class GRPOTrainer:
                           group=cfg.tracking.group, name=self.run_dir.name, tags=cfg.tracking.tags,
                           job_type=cfg.method)
         t_start = time.perf_counter()
-        evals = []
+        stop = common.StopFlag()
         try:
             if self.step == 0:
-                row = self.evaluate()
-                evals.append(row)
-                tracker.log(row)
+                tracker.log(self.evaluate())
             bar = tqdm(total=tc.steps, initial=self.step, desc=f"{cfg.method} {self.run_dir.name}",
                        disable=not cfg.tracking.progress, dynamic_ncols=True)
             while self.step < tc.steps:
                 row = self.train_step()
                 tracker.log(row)
                 bar.update(1)
-                bar.set_postfix(reward=f"{row['reward_mean']:.3f}", kl=f"{row['kl']:.4f}",
+                bar.set_postfix(reward=f"{row['reward_mean']:.3f}", kl=f"{row.get('kl', 0.0):.4f}",
                                 s_per_step=f"{row['step_s']:.3f}", refresh=False)
+                if row.get("nonfinite_loss"):
+                    bar.write(f"step {self.step}: non-finite loss, update skipped (last good checkpoint kept)")
                 if self.step % tc.samples_every == 0:
                     tracker.log_table(self.step, self.sample_rows())
                 if self.step % tc.eval_every == 0 or self.step == tc.steps:
                     ev = self.evaluate()
-                    evals.append(ev)
                     tracker.log(ev)
                     bar.write(f"step {self.step}: held-out accuracy {ev['eval/accuracy']:.3f}")
-                if self.step % tc.checkpoint_every == 0 or self.step == tc.steps:
+                if self.step % tc.checkpoint_every == 0 or self.step == tc.steps or stop.raised:
                     common.save_checkpoint(self.run_dir, self.state())
+                if stop.raised and self.step < tc.steps:
+                    bar.write(f"SIGTERM: checkpoint written at step {self.step}; rerun the same command to resume")
+                    raise common.Preempted(self.step)
             bar.close()
         finally:
+            stop.restore()
             tracker.close()
-        self.policy.save_pretrained(self.run_dir / "model")
-        self.tokenizer.save_pretrained(self.run_dir / "model")
+        common.save_model_atomic(self.policy, self.tokenizer, self.run_dir / "model")
         from grpo_research.tracking import read_metrics
 
-        rows = read_metrics(metrics_path)
-        acc = [r for r in rows if "eval/accuracy" in r]
+        acc = [r for r in read_metrics(metrics_path) if "eval/accuracy" in r]
         summary = {
             "method": cfg.method, "seed": cfg.seed, "steps": self.step, "samples": self.samples,
             "tokens": self.tokens,
@@ -347,7 +353,7 @@ class GRPOTrainer:
             "final_accuracy": acc[-1]["eval/accuracy"] if acc else None,
             "train_s_this_invocation": time.perf_counter() - t_start,
         }
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        common.write_text_atomic(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         return summary
 
 
