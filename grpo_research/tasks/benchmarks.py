@@ -383,8 +383,12 @@ class MATH500(_MathBenchmark):
 
 class _CodeBenchmark(SandboxGradedTask, _Benchmark):
     def __init__(self, timeout_s: float | None = None, workers: int | None = None):
-        self.limits = SandboxLimits() if timeout_s is None else SandboxLimits(timeout_s=timeout_s,
-                                                                               cpu_s=max(1, int(timeout_s)))
+        # `timeout_s` is the CPU-time budget of a program; the wall clock allows three times that,
+        # so that a loaded machine does not turn slow but correct programs into timeouts (MBPP
+        # task 123's reference solution needs 5 s of CPU; with a 10 s wall limit it timed out
+        # while other jobs shared the 2 cores).
+        cpu = 10 if timeout_s is None else max(1, int(timeout_s))
+        self.limits = SandboxLimits(timeout_s=3.0 * cpu, cpu_s=cpu)
         self.workers = workers
 
 
