@@ -64,8 +64,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from grpo_research.trainers.sft import ensure_base_model
 
     model_path = ensure_base_model(cfg, progress=cfg.tracking.progress)
+    trainer = METHODS[cfg.method](cfg, run_dir, model_path)  # may still refuse the config; writes nothing
     _write_config(run_dir, cfg)
-    trainer = METHODS[cfg.method](cfg, run_dir, model_path)
     try:
         summary = trainer.train()
     except Preempted as e:

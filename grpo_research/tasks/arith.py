@@ -5,12 +5,17 @@ Operands are zero-padded to three digits at every level, so every prompt has the
 level 3 full three-digit addition. The held-out split is a fixed set of level-`eval_level`
 pairs; training never draws a held-out pair, at any level.
 
+With `withhold_solutions` (task option) training problems carry no reference solution: only
+the reward is available, the setting where RL with verifiable rewards must earn its keep
+(the supervised control cannot run there).
+
 Grading: an answer is correct only if generation ended with EOS (a completion cut off is
 not) and the number that ends the completion (after `####`, or alone) equals the sum; text
 or special tokens after the number make it wrong. Formatted means exactly `#### <integer>`.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 
@@ -55,12 +60,14 @@ class ArithTask:
     name = "arith"
     kind = "math"
 
-    def __init__(self, levels=(1, 2, 3), level_weights=(0.15, 0.25, 0.6), eval_level: int = 3, **_ignored):
+    def __init__(self, levels=(1, 2, 3), level_weights=(0.15, 0.25, 0.6), eval_level: int = 3,
+                 withhold_solutions: bool = False, **_ignored):
         if len(levels) != len(level_weights):
             raise ValueError("levels and level_weights must have the same length")
         self.levels = list(levels)
         self.level_weights = list(level_weights)
         self.eval_level = eval_level
+        self.withhold_solutions = withhold_solutions  # reward only: training problems carry no solution
         self._heldout: list[Problem] | None = None
 
     def train_problems(self, rng: random.Random, n: int) -> list[Problem]:
@@ -71,7 +78,8 @@ class ArithTask:
             a, b = rng.randrange(hi), rng.randrange(hi)
             if _is_heldout(a, b):
                 continue
-            out.append(make_problem(a, b, "train", len(out)))
+            p = make_problem(a, b, "train", len(out))
+            out.append(dataclasses.replace(p, solution=None) if self.withhold_solutions else p)
         return out
 
     def heldout_problems(self, n: int | None = None) -> list[Problem]:

@@ -63,3 +63,16 @@ register_method(
     preset={"algo": {"advantage": "reinforce_pp", "loss_agg": "token"}},
     doc="REINFORCE++ (Hu 2025, arXiv 2501.03262): advantages normalised with the global batch mean and std.",
 )(_grpo)
+
+
+def _sft_control(cfg, run_dir, model_path):
+    from grpo_research.trainers.sft_control import SFTControlTrainer
+
+    return SFTControlTrainer(cfg, run_dir, model_path)
+
+
+register_method(
+    "sft_control",
+    preset={"algo": {"beta": 0.0}, "optim": {"lr": 1e-3, "beta2": 0.98}},
+    doc="Control: continued supervised training on the reference solutions, at equal samples (not RL).",
+)(_sft_control)

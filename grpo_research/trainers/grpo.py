@@ -323,7 +323,7 @@ class GRPOTrainer:
                 row = self.train_step()
                 tracker.log(row)
                 bar.update(1)
-                bar.set_postfix(reward=f"{row['reward_mean']:.3f}", kl=f"{row.get('kl', 0.0):.4f}",
+                bar.set_postfix(reward=f"{row.get('reward_mean', float('nan')):.3f}", kl=f"{row.get('kl', 0.0):.4f}",
                                 s_per_step=f"{row['step_s']:.3f}", refresh=False)
                 if row.get("nonfinite_loss"):
                     bar.write(f"step {self.step}: non-finite loss, update skipped (last good checkpoint kept)")
