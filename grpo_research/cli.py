@@ -1,4 +1,4 @@
-"""`grpo-research train | sft | eval | score | config`.
+"""`grpo-research train | sft | eval | score | cost | hpo | report | config`.
 
 Usage errors (bad config, bad files, a run dir holding another config) print one line,
 `error: ...`, and exit with status 2 before any compute and before anything is written.
@@ -121,19 +121,27 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("score", help="score external predictions on a benchmark (see `score --help`)", add_help=False)
     sub.add_parser("eval", help="generate on a benchmark from a checkpoint and score (see `eval --help`)",
                    add_help=False)
+    sub.add_parser("cost", help="a few steps of GRPO and PPO side by side: memory, step time (see `cost --help`)",
+                   add_help=False)
+    sub.add_parser("hpo", help="Optuna search over G, beta, eps, temperature, lr (see `hpo --help`)", add_help=False)
+    sub.add_parser("report", help="tables, figures and report.html from run dirs (see `report --help`)",
+                   add_help=False)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "score":
-        from grpo_research.evaluation.score import main as score_main
+    delegated = {
+        "score": "grpo_research.evaluation.score",
+        "eval": "grpo_research.evaluation.generate",
+        "cost": "grpo_research.trainers.cost_cli",
+        "hpo": "grpo_research.hpo.cli",
+        "report": "analysis.cli",
+    }
+    if argv and argv[0] in delegated:
+        import importlib
 
-        return score_main(argv[1:])
-    if argv and argv[0] == "eval":
-        from grpo_research.evaluation.generate import main as eval_main
-
-        return eval_main(argv[1:])
+        return importlib.import_module(delegated[argv[0]]).main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

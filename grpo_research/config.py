@@ -216,6 +216,49 @@ class TrackingConfig:
 
 
 @dataclass
+class PPOConfig:
+    """method=ppo: PPO with a learned critic (Schulman et al. 2017; InstructGPT; DeepSeekMath section 4.1).
+    Policy lr, clip range, KL coefficient and loss aggregation come from `optim` and `algo`."""
+
+    gamma: float = _f(1.0, "ppo: GAE discount gamma over completion tokens.", closed_interval(0, 1))
+    lam: float = _f(0.95, "ppo: GAE lambda (1.0: Monte Carlo returns minus the value baseline).", closed_interval(0, 1))
+    epochs: int = _f(2, "ppo: passes over each rollout batch (old log-probs and values computed once per batch).", ge(1))
+    minibatch_size: int = _f(
+        64, "ppo: completions per minibatch (one optimizer step of policy and critic each; the default batch is one).", gt(0)
+    )
+    vf_coef: float = _f(0.5, "ppo: value-loss coefficient in the total loss.", ge(0))
+    value_clip: float | None = _f(
+        0.2,
+        "ppo: clip of the value prediction around its rollout-time value (null: unclipped value loss).",
+        lambda v: None if v is None or v > 0 else "must be > 0 or null",
+    )
+    ent_coef: float = _f(0.0, "ppo: entropy-bonus coefficient (0: none, as in InstructGPT).", ge(0))
+    whiten_advantages: bool = _f(True, "ppo: whiten GAE advantages over the batch's valid tokens (masked mean/std).")
+    kl_in_loss: bool = _f(
+        False,
+        "ppo: put beta x KL (estimator `algo.kl_estimator`) in the loss instead of the per-token reward penalty.",
+    )
+    reward_kl_estimator: str = _f(
+        "k1",
+        "ppo: KL estimator of the per-token reward penalty -beta x KL (k1 = log pi/pi_ref: InstructGPT, DeepSeekMath eq. 2).",
+        one_of("k1", "k2", "k3"),
+    )
+
+
+@dataclass
+class CriticConfig:
+    """method=ppo: the value model. AdamW betas, weight decay and grad clipping come from `optim`."""
+
+    shared_trunk: bool = _f(
+        False,
+        "critic: a scalar value head on the policy's own trunk, instead of the default separate value model "
+        "(the policy's architecture and size, initialised from the same base checkpoint: DeepSeekMath section 4.1).",
+    )
+    lr: float = _f(1e-4, "critic: AdamW learning rate (of the value model, or of the head alone when shared).", gt(0))
+    warmup_steps: int = _f(0, "critic: first steps that update only the critic (the policy is left unchanged).", ge(0))
+
+
+@dataclass
 class RunConfig:
     method: str = _f("grpo", "Training method (a registered trainer/variant).", _methods_check)
     seed: int = _f(0, "One seed for every RNG of the run (python, numpy, torch, data order, sampler).")
@@ -228,6 +271,8 @@ class RunConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -8,6 +8,13 @@ from grpo_research.algorithms.core import (
     kl_estimate,
     masked_mean,
 )
+from grpo_research.algorithms.ppo import (
+    clipped_value_loss,
+    explained_variance,
+    gae,
+    kl_penalized_rewards,
+    whiten,
+)
 from grpo_research.algorithms.variants import (
     ADVANTAGES,
     SURROGATES,
@@ -18,6 +25,11 @@ from grpo_research.algorithms.variants import (
 )
 
 __all__ = [
+    "clipped_value_loss",
+    "explained_variance",
+    "gae",
+    "kl_penalized_rewards",
+    "whiten",
     "ADVANTAGES",
     "SURROGATES",
     "batch_normalized_advantages",

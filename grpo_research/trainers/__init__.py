@@ -65,6 +65,15 @@ register_method(
 )(_grpo)
 
 
+def _ppo(cfg, run_dir, model_path):
+    from grpo_research.trainers.ppo import PPOTrainer
+
+    return PPOTrainer(cfg, run_dir, model_path)
+
+
+register_method("ppo")(_ppo)
+
+
 def _sft_control(cfg, run_dir, model_path):
     from grpo_research.trainers.sft_control import SFTControlTrainer
 

@@ -1,0 +1,343 @@
+"""The PPO trainer (`method=ppo`): rollout -> reward (verifier score minus a per-token KL
+penalty) -> critic values -> GAE advantages -> several epochs of minibatch updates of the
+clipped policy surrogate, the clipped value loss and an optional entropy bonus.
+
+Papers: Schulman et al., "Proximal Policy Optimization Algorithms" (2017, arXiv 1707.06347);
+Schulman et al., "High-Dimensional Continuous Control Using Generalized Advantage Estimation"
+(2016, arXiv 1506.02438); Ouyang et al., InstructGPT (2022, arXiv 2203.02155), the per-token KL
+penalty in the reward; Shao et al., DeepSeekMath (2024, arXiv 2402.03300), section 4.1: PPO for
+LLMs with a value model of the policy's size initialised from the same checkpoint, eq. 1-2.
+
+Per step, GRPO's own rollout and reward (`GRPOTrainer.rollout_and_score`, so samples per step
+are equal across methods): `algo.group_size` completions for each of `rollout.prompts_per_step`
+prompts, scored by `build_reward`; GRPO's metrics row (`_finish_row`), evaluation, loop and
+checkpoints are reused too, as are the GRPO options that are not about the advantage
+(`algo.overlong_filter`, `algo.ref_reset_every`, `algo.dynamic_sampling`). Then, once per rollout batch and without gradient: log-probs of the rollout
+policy, values of the critic, log-probs of the reference. Per-token rewards are
+-beta x KL_t (estimator `ppo.reward_kl_estimator`, k1 by default) plus the score on the last
+completion token; GAE(gamma, lambda) gives advantages and returns; advantages are whitened
+over the batch's valid tokens. Then `ppo.epochs` passes over shuffled minibatches of
+`ppo.minibatch_size` completions, one AdamW step of policy and critic each, on
+loss = surrogate + vf_coef x value loss - ent_coef x entropy (+ beta x KL when
+`ppo.kl_in_loss`), each term aggregated as `algo.loss_agg` says.
+
+Critic: by default a separate value model, the policy's base checkpoint loaded as a bare trunk
+(`AutoModel`, no LM head) plus a scalar head, with its own AdamW (`critic.lr`); with
+`critic.shared_trunk` a scalar head on the policy's own trunk (its value-loss gradient then
+also trains the trunk through the policy's optimizer). `critic.warmup_steps` first steps
+update only the critic.
+
+Defaults (`ppo.*`, `critic.*`) as tuned on the offline default (1 M-parameter char Llama,
+arith, policy lr 3e-5 from `optim.lr`, beta 0.04, seed 0; held-out greedy accuracy on 1,000
+problems at steps 100/200/300, from 0.26; single seed, so +-2-3 points is noise):
+  epochs 2 x minibatch 32, critic lr 1e-4, lambda 0.95     .279 .334 .322
+  epochs 4 x minibatch 16, critic lr 3e-4                   .209 .219 .254
+  epochs 2 x 32, lambda 1.0                                 .265 .344 .325
+  epochs 2 x 32, lambda 1.0, critic lr 3e-4, warm-up 20     .280 .312 .356
+  epochs 2 x minibatch 64 (the default)                     .287 .370 .361
+  epochs 1 x 64 (no reuse: ratio 1, no clipping)            .321 .390 .375
+  epochs 1 x 64, lambda 1.0                                 .339 .385 .367
+  GRPO (its defaults)                                       .308 .358 .373
+More policy updates per rollout batch at this lr lowered accuracy (and raised KL); lambda
+and the critic lr made no difference beyond noise. The default keeps two epochs (so the
+clipped ratio does work) over one minibatch of the default 64 completions; `vf_coef` only
+matters with `critic.shared_trunk` or grad clipping (AdamW is scale-invariant), untuned.
+
+Departures from the papers:
+- The value head is initialised to zero (all values 0 at the start) rather than from a
+  reward model (InstructGPT) or at random; `critic.warmup_steps` lets it fit first.
+- `algo.num_iterations`, `algo.advantage`, `algo.adv_scale`, `algo.adv_std` and
+  `algo.importance` are not used: GAE gives the advantages and `ppo.epochs` x minibatches is
+  PPO's inner loop (token-level ratio). The
+  policy lr schedule spans (steps - critic warm-up) x epochs x minibatches updates.
+- The state after a completion's last token is terminal (value 0), truncated completions
+  included. Completions a reward term masks are removed from the loss (as in GRPO).
+- Log-probs use logits / temperature, the distribution actually sampled (as in GRPO).
+- `kl` in the metrics is the mean of `algo.kl_estimator` between the rollout policy and the
+  reference (the same quantity GRPO logs); the reward penalty uses `ppo.reward_kl_estimator`.
+- The entropy bonus and value loss use the same aggregation (`algo.loss_agg`) as the
+  surrogate. Critic AdamW betas, weight decay, grad clipping and lr schedule shape come from
+  `optim`.
+- With `critic.shared_trunk`, logits are the LM head applied to the trunk's last hidden state
+  (model-specific logit post-processing such as soft-capping is not applied).
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModel
+
+from grpo_research.algorithms import (
+    aggregate_loss,
+    clip_fraction,
+    clipped_surrogate,
+    kl_estimate,
+    masked_mean,
+)
+from grpo_research.algorithms.ppo import (
+    clipped_value_loss,
+    explained_variance,
+    gae,
+    kl_penalized_rewards,
+    masked_mean_std,
+    token_entropy,
+    value_clip_fraction,
+    whiten,
+)
+from grpo_research.config import RunConfig
+from grpo_research.models import DTYPES
+from grpo_research.trainers import common
+from grpo_research.trainers.cost import forward_flops, train_flops
+from grpo_research.trainers.grpo import GRPOTrainer
+
+
+class ValueHead(torch.nn.Module):
+    """A scalar head on hidden states: (..., H) -> (...). Zero-initialised (values start at 0)."""
+
+    def __init__(self, hidden_size: int, dtype: torch.dtype = torch.float32):
+        super().__init__()
+        self.proj = torch.nn.Linear(hidden_size, 1, dtype=dtype)
+        torch.nn.init.zeros_(self.proj.weight)
+        torch.nn.init.zeros_(self.proj.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.proj(hidden).squeeze(-1).float()  # (...)
+
+
+class ValueModel(torch.nn.Module):
+    """A separate critic: a transformer trunk (no LM head) and a scalar value head."""
+
+    def __init__(self, trunk: torch.nn.Module, dtype: torch.dtype = torch.float32):
+        super().__init__()
+        self.trunk = trunk
+        self.head = ValueHead(trunk.config.hidden_size, dtype)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int) -> torch.Tensor:
+        """Values (N, T): V of the state before each of the last `n_completion` tokens."""
+        hidden = _trunk_hidden(self.trunk, input_ids, attention_mask, n_completion)  # (N, T, H)
+        return self.head(hidden)  # (N, T)
+
+
+def _trunk_hidden(trunk, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int) -> torch.Tensor:
+    """Last hidden states (N, T, H) at the positions that predict the last `n_completion` tokens."""
+    position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)  # (N, L)
+    out = trunk(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+    return out.last_hidden_state[:, -(n_completion + 1) : -1]  # (N, T, H)
+
+
+def load_value_model(model_path: str | Path, dtype: str = "float32") -> ValueModel:
+    """The policy's base checkpoint as a bare trunk (its LM head dropped) plus a scalar head."""
+    trunk = AutoModel.from_pretrained(str(model_path), dtype=DTYPES[dtype])
+    return ValueModel(trunk, DTYPES[dtype])
+
+
+class PPOTrainer(GRPOTrainer):
+    """GRPOTrainer's loop, evaluation and checkpoints, with a critic and PPO's update."""
+
+    def __init__(self, cfg: RunConfig, run_dir: str | Path, model_path: str | Path):
+        super().__init__(cfg, run_dir, model_path)
+        c, o, p = cfg.critic, cfg.optim, cfg.ppo
+        self.shared = c.shared_trunk
+        if self.shared:
+            hidden = self.policy.base_model.config.hidden_size
+            self.critic: torch.nn.Module = ValueHead(hidden, DTYPES[cfg.model.dtype])
+        else:
+            self.critic = load_value_model(model_path, cfg.model.dtype)
+        self.critic.to(next(self.policy.parameters()).device).train()
+        self.critic_opt = common.make_optimizer(self.critic.parameters(), c.lr, o.weight_decay, (o.beta1, o.beta2))
+        n = cfg.rollout.prompts_per_step * cfg.algo.group_size
+        per_step = p.epochs * -(-n // min(p.minibatch_size, n))  # optimizer steps per rollout batch
+        policy_updates = max(1, (cfg.train.steps - c.warmup_steps) * per_step)
+        self.sched = common.make_scheduler(self.opt, o.warmup_steps, policy_updates, o.schedule, o.min_lr_ratio)
+        self.critic_sched = common.make_scheduler(self.critic_opt, 0, cfg.train.steps * per_step, o.schedule,
+                                                  o.min_lr_ratio)
+        self.cost.register("critic", self.critic, self.critic_opt)
+        self.n_critic_params = sum(q.numel() for q in self.critic.parameters())
+
+    # ------------------------------------------------------------ forward passes
+    def _forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, T: int, *, values: bool,
+                 entropy: bool, entropy_grad: bool = False):
+        """(logp (N, T), entropy (N, T) or None, values (N, T) or None) in one pass per model."""
+        temp = self.cfg.rollout.temperature
+        if self.shared:
+            hidden = _trunk_hidden(self.policy.base_model, input_ids, attention_mask, T)  # (N, T, H)
+            logits = self.policy.get_output_embeddings()(hidden).float() / temp  # (N, T, V)
+        else:
+            position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)  # (N, L)
+            out = self.policy(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                              logits_to_keep=T + 1, use_cache=False)
+            logits = out.logits[:, :-1].float() / temp  # (N, T, V)
+        logp_all = torch.log_softmax(logits, dim=-1)  # (N, T, V)
+        targets = input_ids[:, -T:]  # (N, T)
+        logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (N, T)
+        ent = None
+        if entropy:
+            with torch.set_grad_enabled(torch.is_grad_enabled() and entropy_grad):
+                ent = token_entropy(logits)  # (N, T)
+        vals = None
+        if values:
+            if self.shared:
+                vals = self.critic(hidden)  # (N, T)
+            else:
+                vals = self.critic(input_ids, attention_mask, T)  # (N, T)
+        return logp, ent, vals
+
+    def _values_only(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, T: int) -> torch.Tensor:
+        """Critic values (N, T) with gradient to the critic only (critic warm-up)."""
+        if self.shared:
+            with torch.no_grad():
+                hidden = _trunk_hidden(self.policy.base_model, input_ids, attention_mask, T)  # (N, T, H)
+            return self.critic(hidden)  # (N, T)
+        return self.critic(input_ids, attention_mask, T)  # (N, T)
+
+    # ------------------------------------------------------------ one training step
+    def train_step(self) -> dict[str, Any]:
+        cfg, a, p = self.cfg, self.cfg.algo, self.cfg.ppo
+        t0 = time.perf_counter()
+        if a.ref_reset_every and self.ref is not None and self.step and self.step % a.ref_reset_every == 0:
+            self.ref.load_state_dict(self.policy.state_dict())  # DeepSeek-R1: reference reset
+        self.policy.eval()
+        batch, rb, info = self.rollout_and_score()  # GRPO's rollout and reward, unchanged
+        self.policy.train()
+        t_rollout = time.perf_counter()
+        N = len(batch.completions)
+        if N == 0:  # dynamic sampling (when enabled) found no informative group: no update
+            return self._finish_row(t0, t_rollout, time.perf_counter(), info, batch, rb, {}, 0.0)
+
+        scores = torch.tensor(rb.total)  # (N,) verifier score per completion
+        valid = torch.tensor(rb.mask, dtype=torch.float32)  # (N,) sandbox errors etc. masked
+        if a.overlong_filter:
+            valid = valid * torch.tensor(batch.finished, dtype=torch.float32)  # DAPO: drop truncated
+        mask = batch.completion_mask.float() * valid.unsqueeze(1)  # (N, T)
+        T = mask.shape[1]
+        eps_high = a.clip_eps_high if a.clip_eps_high is not None else a.clip_eps
+        seq_tokens = batch.attention_mask.sum(dim=1)  # (N,) prompt + completion tokens per row
+        agg = lambda x, m: aggregate_loss(x, m, a.loss_agg, max_len=cfg.rollout.max_new_tokens)  # noqa: E731
+
+        # Once per rollout batch: rollout-policy log-probs, critic values, reference log-probs.
+        with torch.no_grad():
+            old_logp, entropy, old_values = self._forward(batch.input_ids, batch.attention_mask, T, values=True,
+                                                          entropy=True)  # (N, T) each
+            ref_logp = None
+            if self.ref is not None:
+                ref_logp, _ = common.token_logprobs(self.ref, batch.input_ids, batch.attention_mask, T,
+                                                    cfg.rollout.temperature)  # (N, T)
+            reward_beta = 0.0 if p.kl_in_loss else a.beta
+            token_rewards = kl_penalized_rewards(scores, old_logp, ref_logp, mask, reward_beta,
+                                                 p.reward_kl_estimator)  # (N, T)
+            advantages, returns = gae(token_rewards, old_values, mask, p.gamma, p.lam)  # (N, T), (N, T)
+            adv_mean, adv_std = masked_mean_std(advantages, mask)  # (), ()
+            adv_used = whiten(advantages, mask) if p.whiten_advantages else advantages  # (N, T)
+            kl_metric = kl_estimate(old_logp, ref_logp, a.kl_estimator) if ref_logp is not None else None  # (N, T)
+            kl_penalty = -(token_rewards.sum(dim=1) - scores * (mask.sum(dim=1) > 0))  # (N,) beta x sum of KL
+
+        critic_only = self.step < cfg.critic.warmup_steps
+        max_norm = cfg.optim.max_grad_norm if cfg.optim.max_grad_norm > 0 else float("inf")
+        gen = torch.Generator().manual_seed(common.step_seed(cfg.seed, self.step, stream=1))
+        mb = min(p.minibatch_size, N)
+        acc: dict[str, list[float]] = defaultdict(list)
+        lr = 0.0 if critic_only else self.sched.get_last_lr()[0]
+        critic_lr = self.critic_sched.get_last_lr()[0]
+        trained_tokens = 0
+        nonfinite = False
+        for _epoch in range(p.epochs):
+            perm = torch.randperm(N, generator=gen)  # (N,)
+            for start in range(0, N, mb):
+                idx = perm[start : start + mb]  # (n,)
+                m = mask[idx]  # (n, T)
+                if m.sum() == 0:
+                    continue
+                ids, am = batch.input_ids[idx], batch.attention_mask[idx]  # (n, L)
+                logp = None
+                if critic_only:
+                    values = self._values_only(ids, am, T)  # (n, T)
+                else:
+                    logp, ent, values = self._forward(ids, am, T, values=True, entropy=p.ent_coef > 0,
+                                                      entropy_grad=True)  # (n, T) each
+                v_tok = clipped_value_loss(values, old_values[idx], returns[idx], p.value_clip)  # (n, T)
+                value_loss = agg(v_tok, m)  # ()
+                loss = p.vf_coef * value_loss  # ()
+                if logp is not None:
+                    pg_tok = clipped_surrogate(logp, old_logp[idx], adv_used[idx], a.clip_eps, eps_high)  # (n, T)
+                    pg_loss = agg(pg_tok, m)  # ()
+                    loss = loss + pg_loss
+                    if p.ent_coef > 0:
+                        loss = loss - p.ent_coef * agg(ent, m)
+                    if p.kl_in_loss and ref_logp is not None:
+                        loss = loss + a.beta * agg(kl_estimate(logp, ref_logp[idx], a.kl_estimator), m)
+                if not torch.isfinite(loss):  # skip this update; the parameters stay as they were
+                    nonfinite = True
+                    continue
+                trained_tokens += int(seq_tokens[idx].sum())
+                self.opt.zero_grad(set_to_none=True)
+                self.critic_opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if logp is not None:
+                    grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
+                    self.opt.step()
+                    self.sched.step()
+                    with torch.no_grad():
+                        acc["pg_loss"].append(pg_loss.item())
+                        acc["grad_norm"].append(grad_norm.item())
+                        acc["clip_frac"].append(clip_fraction(logp, old_logp[idx], adv_used[idx], m, a.clip_eps,
+                                                              eps_high).item())
+                        acc["approx_kl"].append(masked_mean(kl_estimate(logp, old_logp[idx], "k3"), m).item())
+                critic_norm = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), max_norm)
+                self.critic_opt.step()
+                self.critic_sched.step()
+                acc["loss"].append(loss.item())
+                acc["value_loss"].append(value_loss.item())
+                acc["critic_grad_norm"].append(critic_norm.item())
+                acc["value_clip_frac"].append(
+                    value_clip_fraction(values.detach(), old_values[idx], returns[idx], m, p.value_clip).item())
+        t_end = time.perf_counter()
+
+        # FLOPs besides generation (counted by _finish_row): the once-per-batch forwards and the updates.
+        total_seq = int(seq_tokens.sum())
+        flops = forward_flops(self.n_params, total_seq) * (1 + (self.ref is not None))  # old log-probs, reference
+        flops += forward_flops(self.n_critic_params, total_seq)  # old values (the head alone when shared)
+        flops += train_flops(self.n_critic_params, trained_tokens)
+        if not critic_only:
+            flops += train_flops(self.n_params, trained_tokens)
+        elif self.shared:
+            flops += forward_flops(self.n_params, trained_tokens)  # warm-up: the trunk runs forward only
+        mean = lambda k: sum(acc[k]) / len(acc[k]) if acc[k] else 0.0  # noqa: E731
+        stats = {
+            "loss": mean("loss"),
+            "pg_loss": mean("pg_loss"),
+            "kl": masked_mean(kl_metric, mask).item() if kl_metric is not None else 0.0,
+            "kl_penalty": kl_penalty.mean().item(),
+            "approx_kl": mean("approx_kl"),
+            "clip_frac": mean("clip_frac"),
+            "entropy": masked_mean(entropy, mask).item(),
+            "grad_norm": mean("grad_norm"),
+            "lr": lr,
+            "value_loss": mean("value_loss"),
+            "value_clip_frac": mean("value_clip_frac"),
+            "explained_variance": explained_variance(old_values, returns, mask).item(),
+            "value_mean": masked_mean(old_values, mask).item(),
+            "return_mean": masked_mean(returns, mask).item(),
+            "adv_mean": adv_mean.item(),
+            "adv_std": adv_std.item(),
+            "critic_grad_norm": mean("critic_grad_norm"),
+            "critic_lr": critic_lr,
+            "critic_only": critic_only,
+        }
+        if nonfinite:
+            stats["nonfinite_loss"] = True
+        return self._finish_row(t0, t_rollout, t_end, info, batch, rb, stats, flops)
+
+    # ------------------------------------------------------------ checkpoints
+    def state(self) -> dict[str, Any]:
+        return {**super().state(), "critic": self.critic.state_dict(), "critic_optimizer": self.critic_opt.state_dict(),
+                "critic_scheduler": self.critic_sched.state_dict()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        super().load_state(state)
+        self.critic.load_state_dict(state["critic"])
+        self.critic_opt.load_state_dict(state["critic_optimizer"])
+        self.critic_sched.load_state_dict(state["critic_scheduler"])
