@@ -1,0 +1,90 @@
+# grpo-research pipeline: study definitions (experiments/*.yaml) -> base model -> training runs
+# -> evaluations -> Optuna searches -> tables, figures and self-contained HTML reports.
+#
+#   snakemake --cores all ablations             # the default studies (ppo_vs_grpo), offline
+#   snakemake --cores all study_beta            # one study by name (any experiments/<name>.yaml)
+#   snakemake --cores all all_studies           # every study
+#   snakemake --cores all hpo                   # Optuna searches + best-vs-default reruns
+#   snakemake --cores all report --config studies='[beta, temperature]'   # reports + index
+#   snakemake --profile configs/profiles/slurm ablations                  # on a SLURM cluster
+#
+# Rules by stage live in workflow/rules/*.smk; the config (configs/defaults.yaml) is validated
+# against workflow/schemas/config.schema.yaml before anything runs.
+import sys
+from pathlib import Path
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+sys.path.insert(0, str(Path(workflow.basedir).resolve()))  # grpo_research and analysis from this checkout
+
+
+configfile: str(Path(workflow.basedir) / "configs" / "defaults.yaml")
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/base_model.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/hpo.smk"
+include: "workflow/rules/analyze.smk"
+
+
+localrules:
+    ablations,
+    report,
+    hpo,
+    all_studies,
+    report_study,
+    render_index,
+    export_hpo,
+
+
+rule ablations:
+    """The studies marked `default: true` (ppo_vs_grpo): runs, evaluations, report, index."""
+    default_target: True
+    input:
+        lambda wc: [report_path(s) for s in default_studies()],
+        f"{RESULTS}/index.html",
+
+
+rule report:
+    """Reports of the studies in config `studies` (default: the default ones) and the index."""
+    input:
+        lambda wc: [report_path(s) for s in selected_studies()],
+        f"{RESULTS}/index.html",
+
+
+rule all_studies:
+    """Every study in experiments/."""
+    input:
+        lambda wc: [report_path(s) for s in STUDY_FILES],
+
+
+rule hpo:
+    """Every search of hpo.searches: trials, best.yaml, plots, reruns and their report."""
+    input:
+        [f"{RESULTS}/hpo/{s}/best.yaml" for s in SEARCHES],
+        [report_path(f"hpo-{s}") for s in SEARCHES],
+
+
+# one target per study file: `snakemake --cores all study_<name>`
+for _name in STUDY_FILES:
+
+    rule:
+        name:
+            f"study_{_name}"
+        localrule: True
+        input:
+            report_path(_name),
+
+
+onsuccess:
+    # keep results/index.html listing every report on disk (also after `study_<name>` or `hpo`)
+    if Path(RESULTS).is_dir() and any(Path(RESULTS).glob("*/report.html")):
+        from analysis.report import render_index
+
+        render_index(RESULTS)

@@ -1,0 +1,270 @@
+"""Aggregate a study's runs over seeds: curves, the final table, the cost table.
+
+Curves: every training metric of `CURVES` against generated samples, per run smoothed with a
+trailing rolling mean over `smooth` steps, put on the samples grid the seeds share, then the
+mean over seeds with its 95 % bootstrap band (analysis.stats). Held-out accuracy is plotted at
+its evaluation points, unsmoothed.
+
+Final table: per variant and benchmark, the mean over seeds of pass@1 (from each run's
+`eval/<benchmark>.json`) and of the trainer's last held-out accuracy, with the bootstrap
+interval over seeds and the number of seeds; pairs of variants whose intervals overlap are
+listed (overlapping intervals: no difference shown at this number of seeds).
+
+Cost table: per variant, the mean over seeds of each run's peak memory, model state, seconds
+per step, generation throughput and MFU (the trainer's `cost/` keys).
+"""
+from __future__ import annotations
+
+import math
+import re
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.load import Run
+from analysis.stats import N_BOOT, bootstrap_columns, bootstrap_mean_ci, intervals_overlap
+
+# key -> (title, y-axis label with unit, smoothed)
+CURVES: dict[str, tuple[str, str, bool]] = {
+    "reward_mean": ("Training reward", "reward per completion (weighted sum of terms)", True),
+    "eval/accuracy": ("Held-out accuracy", "held-out accuracy, greedy (%)", False),
+    "kl": ("KL to the reference", "KL(policy || reference) per token (nats)", True),
+    "entropy": ("Policy entropy", "entropy per completion token (nats)", True),
+    "completion_len": ("Completion length", "completion length (tokens, EOS included)", True),
+}
+TRAINER_HELDOUT = "heldout (trainer)"
+COST_KEYS = [  # column, source key, reduction over steps, scale
+    ("peak memory (MiB)", "cost/peak_mem_mb", "max", 1.0),
+    ("model state (MiB)", "cost/model_state_mb", "last", 1.0),
+    ("seconds / step", "step_s", "mean", 1.0),
+    ("rollout s / step", "rollout_s", "mean", 1.0),
+    ("update s / step", "update_s", "mean", 1.0),
+    ("generated tokens / s", "cost/gen_tokens_per_s", "mean", 1.0),
+    ("samples / s", "cost/samples_per_s", "mean", 1.0),
+    ("MFU (%)", "cost/mfu", "mean", 100.0),
+    ("training time (s)", "step_s", "sum", 1.0),
+]
+
+
+def natural_key(text: str) -> list:
+    """Sort `grpo-G2` before `grpo-G16` and `beta0.01` before `beta0.1`."""
+    parts = re.split(r"(\d+(?:\.\d+)?(?:e-?\d+)?)", text)
+    return [(0, float(p), "") if re.fullmatch(r"\d+(?:\.\d+)?(?:e-?\d+)?", p) else (1, 0.0, p) for p in parts if p]
+
+
+def order_variants(runs: list[Run], order: list[str] | None = None) -> list[str]:
+    present = list(dict.fromkeys(r.variant for r in runs))
+    if order:
+        first = [v for v in order if v in present]
+        return first + sorted((v for v in present if v not in first), key=natural_key)
+    return sorted(present, key=natural_key)
+
+
+def by_variant(runs: list[Run], order: list[str] | None = None) -> dict[str, list[Run]]:
+    out = {v: [] for v in order_variants(runs, order)}
+    for r in runs:
+        out[r.variant].append(r)
+    for v in out:
+        out[v].sort(key=lambda r: (r.seed if r.seed is not None else 0))
+    return out
+
+
+# ---------------------------------------------------------------- curves
+def _series(run: Run, key: str, smooth: int) -> tuple[np.ndarray, np.ndarray]:
+    rows = run.evals if key == "eval/accuracy" else run.train
+    pts = [(r["samples"], r[key]) for r in rows if r.get(key) is not None and r.get("samples") is not None]
+    if key == "eval/accuracy":  # one value per sample count (a resumed run may repeat an evaluation)
+        pts = list({s: (s, v) for s, v in pts}.values())
+    if not pts:
+        return np.zeros(0), np.zeros(0)
+    x, y = (np.asarray(a, dtype=float) for a in zip(*sorted(pts)))
+    if smooth > 1 and len(y) > 1:
+        y = pd.Series(y).rolling(smooth, min_periods=1).mean().to_numpy()
+    if key == "eval/accuracy":
+        y = 100.0 * y
+    return x, y
+
+
+def default_smooth(runs: list[Run]) -> int:
+    steps = [len(r.train) for r in runs if r.train]
+    return max(1, round(min(steps) / 25)) if steps else 1
+
+
+def curve_table(runs: list[Run], order: list[str] | None = None, smooth: int = 0, n_boot: int = N_BOOT,
+                seed: int = 0, max_points: int = 300) -> pd.DataFrame:
+    """Long table: variant, metric, samples, mean, low, high, n_seeds."""
+    smooth = smooth or default_smooth(runs)
+    out = []
+    for variant, vruns in by_variant(runs, order).items():
+        for key, (_, _, smoothed) in CURVES.items():
+            series = [s for s in (_series(r, key, smooth if smoothed else 1) for r in vruns) if len(s[0])]
+            if not series:
+                continue
+            lo_x = max(s[0][0] for s in series)
+            hi_x = min(s[0][-1] for s in series)
+            same = all(len(s[0]) == len(series[0][0]) and np.array_equal(s[0], series[0][0]) for s in series)
+            if same:
+                grid = series[0][0]
+            else:  # seeds on different sample grids (dynamic sampling): interpolate onto the first one
+                grid = series[0][0][(series[0][0] >= lo_x) & (series[0][0] <= hi_x)]
+                if grid.size == 0:
+                    continue
+            if grid.size > max_points:
+                grid = grid[np.unique(np.linspace(0, grid.size - 1, max_points).round().astype(int))]
+            matrix = np.stack([np.interp(grid, x, y) for x, y in series])  # (n_seeds, P)
+            mean, low, high = bootstrap_columns(matrix, n_boot=n_boot, seed=seed)
+            out.append(pd.DataFrame({"variant": variant, "metric": key, "samples": grid, "mean": mean, "low": low,
+                                     "high": high, "n_seeds": len(series)}))
+    cols = ["variant", "metric", "samples", "mean", "low", "high", "n_seeds"]
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=cols)
+
+
+# ---------------------------------------------------------------- final table
+def run_scores(run: Run) -> dict[str, float]:
+    """benchmark -> pass@1 of this run, plus the trainer's last held-out accuracy."""
+    scores = {name: s.get("pass@1") for name, s in run.benchmarks.items() if s.get("pass@1") is not None}
+    final = run.summary.get("final_accuracy")
+    if final is None and run.evals:
+        final = run.evals[-1]["eval/accuracy"]
+    if final is not None:
+        scores[TRAINER_HELDOUT] = final
+    return scores
+
+
+def final_table(runs: list[Run], order: list[str] | None = None, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataFrame:
+    """variant, method, benchmark, mean, low, high, n_seeds, seeds, values (accuracies in [0, 1])."""
+    rows = []
+    groups = by_variant(runs, order)
+    benchmarks = sorted({b for r in runs for b in run_scores(r)}, key=lambda b: (b == TRAINER_HELDOUT, b))
+    for variant, vruns in groups.items():
+        for bench in benchmarks:
+            vals = [(r.seed, run_scores(r).get(bench)) for r in vruns]
+            vals = [(s, v) for s, v in vals if v is not None]
+            if not vals:
+                continue
+            mean, low, high = bootstrap_mean_ci([v for _, v in vals], n_boot=n_boot, seed=seed)
+            rows.append({"variant": variant, "method": vruns[0].method, "benchmark": bench, "mean": mean,
+                         "low": low, "high": high, "n_seeds": len(vals),
+                         "seeds": " ".join(str(s) for s, _ in vals),
+                         "values": " ".join(f"{v:.4f}" for _, v in vals)})
+    cols = ["variant", "method", "benchmark", "mean", "low", "high", "n_seeds", "seeds", "values"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def overlaps(final: pd.DataFrame) -> list[dict[str, Any]]:
+    """Every pair of variants per benchmark: do their intervals overlap?"""
+    out = []
+    for bench, g in final.groupby("benchmark", sort=False):
+        recs = g.to_dict("records")
+        for a, b in combinations(recs, 2):
+            ov = intervals_overlap((a["low"], a["high"]), (b["low"], b["high"]))
+            hi, lo = (a, b) if a["mean"] >= b["mean"] else (b, a)
+            out.append({"benchmark": bench, "a": a["variant"], "b": b["variant"], "overlap": ov,
+                        "higher": hi["variant"], "lower": lo["variant"],
+                        "difference": hi["mean"] - lo["mean"]})
+    return out
+
+
+def pct(v: float) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}"
+
+
+def final_markdown(final: pd.DataFrame, n_boot: int = N_BOOT) -> str:
+    if final.empty:
+        return "_No finished runs with evaluations._\n"
+    benches = list(dict.fromkeys(final["benchmark"]))
+    lines = ["| variant | " + " | ".join(f"{b} (%)" for b in benches) + " |",
+             "|---|" + "---|" * len(benches)]
+    best = {b: final[final.benchmark == b]["mean"].max() for b in benches}
+    for variant, g in final.groupby("variant", sort=False):
+        cells = []
+        for b in benches:
+            r = g[g.benchmark == b]
+            if r.empty:
+                cells.append("")
+                continue
+            r = r.iloc[0]
+            cell = f"{pct(r['mean'])} [{pct(r['low'])}, {pct(r['high'])}] (n={r['n_seeds']})"
+            cells.append(f"**{cell}**" if r["mean"] == best[b] else cell)
+        lines.append(f"| {variant} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append(f"Mean over seeds, [95 % percentile-bootstrap interval over seeds, {n_boot} resamples], n = seeds; "
+                 "bold: the highest mean. pass@1 of the final model for each benchmark; "
+                 f"`{TRAINER_HELDOUT}`: the trainer's last held-out evaluation.")
+    lines.append("")
+    lines += overlap_sentences(final)
+    return "\n".join(lines) + "\n"
+
+
+def overlap_sentences(final: pd.DataFrame) -> list[str]:
+    lines = []
+    for bench, g in final.groupby("benchmark", sort=False):
+        pairs = [o for o in overlaps(final) if o["benchmark"] == bench]
+        if not pairs:
+            continue
+        lines.append(f"**{bench}**:")
+        for o in pairs:
+            if o["overlap"]:
+                lines.append(f"- {o['a']} and {o['b']}: intervals overlap (no difference shown; "
+                             f"means differ by {100 * o['difference']:.1f} points)")
+            else:
+                lines.append(f"- {o['higher']} above {o['lower']} by {100 * o['difference']:.1f} points: "
+                             "intervals do not overlap")
+        lines.append("")
+    return lines
+
+
+# ---------------------------------------------------------------- cost table
+def cost_table(runs: list[Run], order: list[str] | None = None) -> pd.DataFrame:
+    rows = []
+    for variant, vruns in by_variant(runs, order).items():
+        per_run = []
+        for r in vruns:
+            vals = {}
+            for col, key, red, scale in COST_KEYS:
+                xs = [row[key] for row in r.train if row.get(key) is not None]
+                if not xs:
+                    continue
+                v = {"max": max, "last": lambda a: a[-1], "mean": lambda a: sum(a) / len(a), "sum": sum}[red](xs)
+                vals[col] = v * scale
+            per_run.append(vals)
+        row: dict[str, Any] = {"variant": variant, "method": vruns[0].method, "n_seeds": len(vruns)}
+        for col, *_ in COST_KEYS:
+            xs = [p[col] for p in per_run if col in p]
+            row[col] = sum(xs) / len(xs) if xs else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cost_markdown(cost: pd.DataFrame) -> str:
+    if cost.empty:
+        return "_No cost metrics._\n"
+    cols = [c for c, *_ in COST_KEYS if c in cost.columns]
+    lines = ["| variant | method | n | " + " | ".join(cols) + " |", "|---|---|---|" + "---|" * len(cols)]
+    for _, r in cost.iterrows():
+        cells = []
+        for c in cols:
+            v = r[c]
+            cells.append("n/a" if pd.isna(v) else (f"{v:.3f}" if abs(v) < 10 else f"{v:,.0f}"))
+        lines.append(f"| {r['variant']} | {r['method']} | {r['n_seeds']} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Mean over seeds of each run's value: peak process memory (max over steps), bytes of parameters, "
+                 "gradients and optimizer state of every model the method holds, mean seconds per step (rollout, "
+                 "update), generation throughput, and model FLOP utilisation against the peak matmul FLOP/s the "
+                 "process measured at start (grpo_research/trainers/cost.py). Timings depend on the machine's load.")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- per-run table
+def runs_table(runs: list[Run]) -> pd.DataFrame:
+    rows = []
+    for r in runs:
+        row = {"run_id": r.run_id, "variant": r.variant, "method": r.method, "seed": r.seed,
+               "steps": r.summary.get("steps"), "samples": r.summary.get("samples"),
+               "initial_accuracy": r.summary.get("initial_accuracy"), "final_accuracy": r.summary.get("final_accuracy")}
+        for name, s in r.benchmarks.items():
+            row[f"{name} pass@1"] = s.get("pass@1")
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,76 @@
+"""Read a study's run directories (never W&B): config.yaml, metrics.jsonl, summary.json, eval/."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SEED_SUFFIX = re.compile(r"-seed(-?\d+)$")
+
+
+@dataclass
+class Run:
+    run_id: str
+    variant: str  # run_id without -seed<N>
+    seed: int | None
+    path: Path
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    train: list[dict[str, Any]]  # metrics rows of training steps
+    evals: list[dict[str, Any]]  # metrics rows with eval/accuracy
+    benchmarks: dict[str, dict[str, Any]] = field(default_factory=dict)  # eval/<name>.json summaries
+
+    @property
+    def method(self) -> str:
+        return self.config.get("method", "?")
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:  # a line cut by a kill: ignore it
+                    pass
+    return rows
+
+
+def load_run(path: str | Path) -> Run:
+    path = Path(path)
+    rows = _rows(path / "metrics.jsonl")
+    config = yaml.safe_load((path / "config.yaml").read_text()) if (path / "config.yaml").exists() else {}
+    summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").exists() else {}
+    benchmarks = {}
+    for f in sorted((path / "eval").glob("*.json")):
+        if f.name.endswith((".samples.json", ".predictions.json")):
+            continue
+        try:
+            benchmarks[f.stem] = json.loads(f.read_text())
+        except json.JSONDecodeError:
+            pass
+    m = SEED_SUFFIX.search(path.name)
+    seed = int(m.group(1)) if m else config.get("seed")
+    return Run(run_id=path.name, variant=SEED_SUFFIX.sub("", path.name), seed=seed, path=path, config=config,
+               summary=summary, train=[r for r in rows if "reward_mean" in r],
+               evals=[r for r in rows if r.get("eval/accuracy") is not None], benchmarks=benchmarks)
+
+
+def load_study_runs(study_dir: str | Path, only_finished: bool = True) -> list[Run]:
+    """Every run dir of a study (those with summary.json when `only_finished`), sorted by id."""
+    study_dir = Path(study_dir)
+    runs = []
+    for d in sorted(p for p in study_dir.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        if only_finished and not (d / "summary.json").exists():
+            continue
+        runs.append(load_run(d))
+    return runs
+
+
+def variants_in_order(runs: list[Run]) -> list[str]:
+    return list(dict.fromkeys(r.variant for r in runs))

@@ -1,0 +1,109 @@
+"""Figures of a study: one PNG per curve metric (mean over seeds, 95 % bootstrap band) and a
+bar chart of the final table."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.aggregate import CURVES
+
+FIG_SIZE = (7.5, 4.6)
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"font.size": 11, "axes.titlesize": 12, "axes.grid": True, "grid.alpha": 0.3,
+                         "legend.fontsize": 9, "legend.framealpha": 0.9})
+    return plt
+
+
+def _colors(variants: list[str]) -> dict[str, tuple]:
+    plt = _plt()
+    cmap = plt.get_cmap("tab10" if len(variants) <= 10 else "tab20")
+    return {v: cmap(i % cmap.N) for i, v in enumerate(variants)}
+
+
+def slug(metric: str) -> str:
+    return metric.replace("/", "_")
+
+
+def plot_curves(curves: pd.DataFrame, out_dir: str | Path, study: str, smooth: int,
+                variants: list[str] | None = None) -> list[Path]:
+    plt = _plt()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    variants = variants or list(dict.fromkeys(curves["variant"]))
+    colors = _colors(variants)
+    paths = []
+    for metric, (title, ylabel, smoothed) in CURVES.items():
+        sub = curves[curves.metric == metric]
+        if sub.empty:
+            continue
+        fig, ax = plt.subplots(figsize=FIG_SIZE)
+        n_seeds = set()
+        for v in variants:
+            g = sub[sub.variant == v].sort_values("samples")
+            if g.empty:
+                continue
+            n = int(g["n_seeds"].iloc[0])
+            n_seeds.add(n)
+            marker = "o" if metric == "eval/accuracy" else None
+            ax.plot(g["samples"], g["mean"], color=colors[v], lw=1.8, marker=marker, ms=4, label=f"{v} (n={n})")
+            ax.fill_between(g["samples"], g["low"], g["high"], color=colors[v], alpha=0.18, lw=0)
+        ax.set_xlabel("generated samples (completions)")
+        ax.set_ylabel(ylabel)
+        if metric == "eval/accuracy":  # a percentage: from 0, with room above the best band
+            ax.set_ylim(0, min(100, max(5.0, 1.1 * float(sub["high"].max()))))
+        note = f", rolling mean over {smooth} steps" if smoothed and smooth > 1 else ""
+        seeds = "/".join(str(n) for n in sorted(n_seeds))
+        ax.set_title(f"{study}: {title}\nmean over {seeds} seeds, band: 95% bootstrap CI{note}", fontsize=11)
+        ax.ticklabel_format(axis="x", style="plain")
+        ax.ticklabel_format(axis="y", useOffset=False)
+        ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda x, _: f"{x:,.0f}"))
+        ax.legend(loc="best")
+        fig.tight_layout()
+        path = out / f"curve_{slug(metric)}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def plot_final(final: pd.DataFrame, out_dir: str | Path, study: str, variants: list[str] | None = None) -> list[Path]:
+    """One bar chart per benchmark: mean accuracy with the bootstrap interval, seeds as dots."""
+    plt = _plt()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    if final.empty:
+        return paths
+    variants = variants or list(dict.fromkeys(final["variant"]))
+    colors = _colors(variants)
+    for bench, g in final.groupby("benchmark", sort=False):
+        g = g.set_index("variant").reindex([v for v in variants if v in set(g["variant"])])
+        fig, ax = plt.subplots(figsize=(max(5.5, 1.1 * len(g) + 2.5), 4.4))
+        x = np.arange(len(g))
+        means = 100 * g["mean"].to_numpy()
+        err = np.vstack([means - 100 * g["low"].to_numpy(), 100 * g["high"].to_numpy() - means])
+        ax.bar(x, means, color=[colors[v] for v in g.index], alpha=0.75, yerr=err, capsize=5, label="mean, 95% CI")
+        for i, vals in enumerate(g["values"]):
+            ys = [100 * float(v) for v in str(vals).split()]
+            ax.scatter(np.full(len(ys), x[i]) + np.linspace(-0.12, 0.12, len(ys)), ys, color="black", s=14, zorder=3,
+                       label="one seed" if i == 0 else None)
+        ax.set_xticks(x, [f"{v}\n(n={int(n)})" for v, n in zip(g.index, g["n_seeds"])], fontsize=9)
+        ax.set_ylabel(f"{bench}: accuracy (%)")
+        ax.set_ylim(0, min(100, max(5.0, 1.15 * max(float(np.nanmax(100 * g["high"].to_numpy())), 0))))
+        ax.set_title(f"{study}: final {bench} accuracy\nmean over seeds, 95% bootstrap CI, dots: seeds", fontsize=11)
+        ax.legend(loc="lower right")
+        fig.tight_layout()
+        path = out / f"final_{slug(bench).replace(' ', '_').replace('(', '').replace(')', '')}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths

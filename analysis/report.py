@@ -1,0 +1,200 @@
+"""Self-contained HTML: a study's report (every figure embedded as a PNG data URI, no
+external file, script or font: it opens offline) and the index linking every study."""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis.aggregate import COST_KEYS, CURVES, TRAINER_HELDOUT, overlaps, pct
+
+CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
+color:#222;line-height:1.45}
+h1{margin-bottom:.2em} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;margin:1em 0;font-size:.92em} th,td{border:1px solid #ccc;padding:.3em .6em;
+text-align:right} th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
+.best{font-weight:bold;background:#eef7ee} .muted{color:#666;font-size:.9em}
+figure{margin:1em 0} figure img{max-width:100%;border:1px solid #eee} figcaption{color:#555;font-size:.9em}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(480px,1fr));gap:1em}
+pre{background:#f7f7f7;padding:.8em;overflow-x:auto} ul.overlap li{margin:.15em 0}
+"""
+
+
+def data_uri(path: str | Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+
+
+def figure(path: Path, caption: str) -> str:
+    return (f'<figure><img alt="{html.escape(caption)}" src="{data_uri(path)}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+def _table(headers: list[str], rows: list[list[str]], classes: list[list[str]] | None = None) -> str:
+    out = ["<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in headers) + "</tr></thead><tbody>"]
+    for i, row in enumerate(rows):
+        cls = classes[i] if classes else [""] * len(row)
+        out.append("<tr>" + "".join(f'<td class="{c}">{v}</td>' for v, c in zip(row, cls)) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def final_html(final: pd.DataFrame) -> str:
+    if final.empty:
+        return "<p>No finished runs with evaluations yet.</p>"
+    benches = list(dict.fromkeys(final["benchmark"]))
+    best = {b: final[final.benchmark == b]["mean"].max() for b in benches}
+    rows, classes = [], []
+    for variant, g in final.groupby("variant", sort=False):
+        row, cls = [html.escape(variant), html.escape(str(g["method"].iloc[0]))], ["", ""]
+        for b in benches:
+            r = g[g.benchmark == b]
+            if r.empty:
+                row.append("")
+                cls.append("")
+                continue
+            r = r.iloc[0]
+            row.append(f"{pct(r['mean'])} <span class=muted>[{pct(r['low'])}, {pct(r['high'])}] n={r['n_seeds']}</span>")
+            cls.append("best" if r["mean"] == best[b] else "")
+        rows.append(row)
+        classes.append(cls)
+    headers = ["variant", "method", *[f"{b} (%)" for b in benches]]
+    pairs = overlaps(final)
+    items = []
+    for bench in benches:
+        for o in (p for p in pairs if p["benchmark"] == bench):
+            if o["overlap"]:
+                items.append(f"<li><b>{html.escape(bench)}</b>: {html.escape(o['a'])} and {html.escape(o['b'])} "
+                             f"&mdash; intervals overlap: no difference shown "
+                             f"(means differ by {100 * o['difference']:.1f} points)</li>")
+            else:
+                items.append(f"<li><b>{html.escape(bench)}</b>: {html.escape(o['higher'])} above "
+                             f"{html.escape(o['lower'])} by {100 * o['difference']:.1f} points &mdash; "
+                             "intervals do not overlap</li>")
+    overlap_html = f"<h3>Where intervals overlap</h3><ul class=overlap>{''.join(items)}</ul>" if items else ""
+    return _table(headers, rows, classes) + overlap_html
+
+
+def cost_html(cost: pd.DataFrame) -> str:
+    if cost.empty:
+        return "<p>No cost metrics.</p>"
+    cols = [c for c, *_ in COST_KEYS if c in cost.columns]
+    rows = []
+    for _, r in cost.iterrows():
+        cells = [html.escape(str(r["variant"])), html.escape(str(r["method"])), str(r["n_seeds"])]
+        for c in cols:
+            v = r[c]
+            cells.append("n/a" if pd.isna(v) else (f"{v:.3f}" if abs(v) < 10 else f"{v:,.0f}"))
+        rows.append(cells)
+    return _table(["variant", "method", "seeds", *cols], rows)
+
+
+def runs_html(runs: pd.DataFrame) -> str:
+    if runs.empty:
+        return ""
+    headers = list(runs.columns)
+    rows = []
+    for _, r in runs.iterrows():
+        cells = []
+        for h in headers:
+            v = r[h]
+            if isinstance(v, float) and ("accuracy" in h or "pass@1" in h):
+                cells.append(pct(v))
+            else:
+                cells.append(html.escape("" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v)))
+        rows.append(cells)
+    return _table([h.replace("accuracy", "acc. (%)").replace("pass@1", "pass@1 (%)") for h in headers], rows)
+
+
+def render_study(out_dir: str | Path, title: str | None = None, extra: list[tuple[str, Path]] | None = None,
+                 extra_text: dict[str, str] | None = None) -> Path:
+    """results/<study>/report.html from the files `aggregate` and `plot` wrote there."""
+    out = Path(out_dir)
+    meta: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    study = meta["study"]
+    final = pd.read_csv(out / "final.csv")
+    cost = pd.read_csv(out / "cost.csv")
+    runs = pd.read_csv(out / "runs.csv")
+    figs = out / "figures"
+    parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{html.escape(title or study)}</title>"
+             f"<style>{CSS}</style></head><body>",
+             f"<h1>{html.escape(title or study)}</h1>"]
+    if meta.get("description"):
+        parts.append(f"<p>{html.escape(meta['description'])}</p>")
+    facts = [f"{meta['n_runs']} finished runs", f"{len(meta['variants'])} variants",
+             f"seeds: {', '.join(map(str, meta['seeds']))}"]
+    if meta.get("samples_per_run"):
+        facts.append(f"generated samples per run: {', '.join(f'{s:,}' for s in meta['samples_per_run'])}")
+    parts.append(f"<p class=muted>{' &middot; '.join(facts)}. Built from the run directories under "
+                 f"<code>{html.escape(meta['runs_dir'])}</code> on {html.escape(meta['generated'])}.</p>")
+    parts.append("<h2>Final accuracy</h2>")
+    parts.append(final_html(final))
+    parts.append(f"<p class=muted>Mean over seeds with a 95% percentile-bootstrap interval over seeds "
+                 f"({meta['n_boot']:,} resamples, seed {meta['bootstrap_seed']}); n = seeds. pass@1 of each run's "
+                 f"final model (<code>grpo-research eval</code>, greedy); <code>{TRAINER_HELDOUT}</code> is the "
+                 "trainer's last held-out evaluation. With 3 seeds the bootstrap interval is narrow: treat "
+                 "non-overlap as suggestive, not as a test.</p>")
+    bars = sorted(figs.glob("final_*.png"))
+    if bars:
+        parts.append("<div class=grid>" + "".join(figure(p, p.stem.replace("final_", "final accuracy: "))
+                                                  for p in bars) + "</div>")
+    parts.append("<h2>Curves against generated samples</h2><div class=grid>")
+    for key, (ttl, ylabel, _) in CURVES.items():
+        p = figs / f"curve_{key.replace('/', '_')}.png"
+        if p.exists():
+            parts.append(figure(p, f"{ttl}: {ylabel}, mean over seeds with a 95% bootstrap band"))
+    parts.append("</div>")
+    parts.append("<h2>Cost per method</h2>" + cost_html(cost))
+    parts.append("<p class=muted>Mean over seeds of each run's value, from the trainer's <code>cost/</code> metrics "
+                 "(peak memory: max over steps; MFU: model FLOP/s over the peak matmul FLOP/s the process measured "
+                 "at start). Timings depend on the machine's load.</p>")
+    for heading, directory in extra or []:
+        pngs = sorted(Path(directory).glob("*.png"))
+        parts.append(f"<h2>{html.escape(heading)}</h2>")
+        for name, text in (extra_text or {}).items():
+            parts.append(f"<p><b>{html.escape(name)}</b></p><pre>{html.escape(text)}</pre>")
+        parts.append("<div class=grid>" + "".join(figure(p, p.stem.replace("_", " ")) for p in pngs) + "</div>")
+    parts.append("<h2>Runs</h2>" + runs_html(runs))
+    parts.append("<p class=muted>Tables as files beside this report: final.csv, final.md, cost.csv, cost.md, "
+                 "curves.csv, runs.csv.</p></body></html>")
+    path = out / "report.html"
+    tmp = out / ".report.html.tmp"
+    tmp.write_text("\n".join(parts))
+    tmp.replace(path)
+    return path
+
+
+def render_index(results_dir: str | Path, out: str | Path | None = None) -> Path:
+    """results/index.html: a link and a one-line summary for every study report under results/."""
+    results = Path(results_dir)
+    out = Path(out) if out else results / "index.html"
+    items = []
+    for summary in sorted(results.glob("*/summary.json")):
+        d = summary.parent
+        if not (d / "report.html").exists():
+            continue
+        meta = json.loads(summary.read_text())
+        best = meta.get("best", {})
+        best_txt = "; ".join(f"{html.escape(b)}: {html.escape(v['variant'])} {pct(v['mean'])}%"
+                             for b, v in best.items())
+        rel = (d / "report.html").relative_to(out.parent) if d.is_relative_to(out.parent) else (d / "report.html")
+        items.append(f"<tr><td><a href=\"{html.escape(str(rel))}\">{html.escape(meta['study'])}</a></td>"
+                     f"<td>{html.escape(meta.get('description', ''))[:300]}</td><td>{meta['n_runs']}</td>"
+                     f"<td>{len(meta['variants'])}</td><td>{best_txt}</td></tr>")
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    body = ("<table><thead><tr><th>study</th><th>description</th><th>runs</th><th>variants</th>"
+            "<th>highest mean per benchmark</th></tr></thead><tbody>" + "".join(items) + "</tbody></table>"
+            if items else "<p>No study reports yet.</p>")
+    doc = (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>grpo-research results</title>"
+           f"<style>{CSS}</style></head><body><h1>grpo-research results</h1>"
+           f"<p class=muted>Every study report under <code>{html.escape(str(results))}</code>, built {now}. "
+           "Each report is one self-contained HTML file.</p>" + body + "</body></html>")
+    tmp = out.with_name(".index.html.tmp")
+    tmp.write_text(doc)
+    tmp.replace(out)
+    return out

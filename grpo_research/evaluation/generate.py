@@ -1,0 +1,167 @@
+"""`grpo-research eval`: generate on a benchmark from a checkpoint, then score like `score`.
+
+    grpo-research eval --checkpoint DIR --benchmark NAME --out OUT.json
+                       [--data PATH] [--n N] [--samples K] [--temperature T] [--seed S]
+                       [--max-new-tokens M] [--batch-size B] [--threads N] [--config RUN.yaml]
+
+DIR is an HF checkpoint directory (a run's `model/`) or a run directory (its `model/` is used).
+The run's `config.yaml` (beside `model/`, or `--config`) supplies the task options of the run's
+own task (e.g. arith's `eval_level`) and `rollout.max_new_tokens`; a benchmark other than the
+run's task is built from its name and `--data`.
+
+Decoding: greedy with `--samples 1` (the default), else K samples per problem at
+`--temperature` from a seeded sampler. The problems are the first N (`--n`) of the task's
+held-out split (all when absent). Predictions are graded by
+`grpo_research.evaluation.score.score_predictions`, exactly as `grpo-research score` grades
+external predictions, so pass@k and its interval are computed the same way.
+
+Outputs, written atomically: OUT.json (the score summary plus `checkpoint`, `decoding`,
+`n_problems`, `generate_s`), OUT.samples.jsonl (one graded row per prediction) and
+OUT.predictions.jsonl (task_id, completion, finished). Usage errors print one `error: ...`
+line and exit with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from grpo_research.evaluation.score import UsageError, _write_atomic, samples_path
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise UsageError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="grpo-research eval", description="Generate on a benchmark from a checkpoint and score it.")
+    p.add_argument("--checkpoint", required=True, type=Path, help="HF checkpoint dir or a run dir (uses its model/)")
+    p.add_argument("--benchmark", required=True, help="task name: arith, code, gsm8k, math500, humaneval, mbpp, ...")
+    p.add_argument("--out", required=True, type=Path, help="summary JSON (samples and predictions are written beside it)")
+    p.add_argument("--data", help="benchmark data: local file or folder, or a Hugging Face dataset name")
+    p.add_argument("--config", type=Path, help="the run's config.yaml (default: found beside the checkpoint)")
+    p.add_argument("--n", type=int, help="evaluate the first N held-out problems (default: all)")
+    p.add_argument("--samples", type=int, default=1, help="completions per problem (1: greedy)")
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature when --samples > 1")
+    p.add_argument("--seed", type=int, default=0, help="sampler seed when --samples > 1")
+    p.add_argument("--max-new-tokens", type=int, help="default: the run's rollout.max_new_tokens, else 512")
+    p.add_argument("--batch-size", type=int, default=256, help="prompts per generate() call")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    return p
+
+
+def _resolve(checkpoint: Path, config: Path | None) -> tuple[Path, Path | None]:
+    """(model dir, run config or None)."""
+    model_dir = checkpoint / "model" if (checkpoint / "model" / "config.json").exists() else checkpoint
+    if not (model_dir / "config.json").exists():
+        raise UsageError(f"{checkpoint}: not a checkpoint directory (no config.json) nor a run dir with model/")
+    if config is None:
+        for cand in (model_dir.parent / "config.yaml", checkpoint / "config.yaml"):
+            if cand.exists():
+                config = cand
+                break
+    elif not config.exists():
+        raise UsageError(f"{config}: no such file")
+    return model_dir, config
+
+
+def _build_task(name: str, data: str | None, run_cfg):
+    from grpo_research.tasks import TASKS, get_task
+    from grpo_research.tasks.benchmarks import DataError
+
+    if name not in TASKS:
+        raise UsageError(f"unknown benchmark {name!r}; known: {', '.join(sorted(TASKS))}")
+    try:
+        if run_cfg is not None and run_cfg.task.name == name and not data:
+            from grpo_research.trainers.grpo import task_from_config
+
+            return task_from_config(run_cfg)
+        return get_task(name, **({"data_path": data} if data else {}))
+    except (DataError, OSError, TypeError) as e:
+        raise UsageError(str(e)) from None
+
+
+def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
+    import os
+
+    import torch
+    import transformers
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    from grpo_research.config import ConfigError, config_from_dict, load_yaml
+    from grpo_research.evaluation.score import score_predictions
+    from grpo_research.models import load_causal_lm
+    from grpo_research.rollout import generate
+    from grpo_research.trainers.common import step_seed
+
+    if args.samples < 1 or (args.n is not None and args.n < 1) or args.batch_size < 1:
+        raise UsageError("--samples, --n and --batch-size must be at least 1")
+    model_dir, cfg_path = _resolve(args.checkpoint, args.config)
+    run_cfg = None
+    if cfg_path is not None:
+        try:
+            run_cfg = config_from_dict(load_yaml(cfg_path), str(cfg_path))
+        except ConfigError as e:
+            raise UsageError(str(e)) from None
+    task = _build_task(args.benchmark, args.data, run_cfg)
+    problems = task.heldout_problems(args.n) if args.n else task.heldout_problems()
+    if args.n and len(problems) < args.n:
+        raise UsageError(f"benchmark {args.benchmark!r} has only {len(problems)} problems, asked for {args.n}")
+    max_new = args.max_new_tokens or (run_cfg.rollout.max_new_tokens if run_cfg is not None else 512)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model, tokenizer = load_causal_lm(model_dir, run_cfg.model.dtype if run_cfg is not None else "float32")
+    model.eval()
+    greedy = args.samples == 1
+    t0 = time.perf_counter()
+    predictions: list[dict] = []
+    for i in range(0, len(problems), args.batch_size):
+        chunk = problems[i : i + args.batch_size]
+        batch = generate(model, tokenizer, chunk, args.samples, max_new_tokens=max_new, temperature=args.temperature,
+                         greedy=greedy, seed=None if greedy else step_seed(args.seed, i))
+        predictions += [{"task_id": p.id, "completion": c, "finished": f}
+                        for p, c, f in zip(batch.problems, batch.completions, batch.finished)]
+    gen_s = time.perf_counter() - t0
+    summary, rows = score_predictions(task, predictions)
+    if args.n:  # the rest of the split was not asked for: do not list it as missing
+        summary["missing_tasks"] = 0
+        summary["missing_task_ids"] = []
+    summary.update(
+        checkpoint=str(model_dir), n_problems=len(problems), generate_s=round(gen_s, 3),
+        decoding={"greedy": greedy, "samples": args.samples, "temperature": None if greedy else args.temperature,
+                  "seed": None if greedy else args.seed, "max_new_tokens": max_new},
+    )
+    return {"summary": summary, "rows": rows, "predictions": predictions}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `eval`; argv excludes the word "eval". Returns the exit code."""
+    try:
+        args = _parser().parse_args(argv)
+        result = evaluate_checkpoint(args)
+    except UsageError as e:
+        print("error: " + " ".join(str(e).split()), file=sys.stderr)
+        return 2
+    out = args.out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stem = out.name[: -len(".json")] if out.name.endswith(".json") else out.name
+    _write_atomic(out.with_name(stem + ".predictions.jsonl"),
+                  "".join(json.dumps(p) + "\n" for p in result["predictions"]))
+    _write_atomic(samples_path(out), "".join(json.dumps(r) + "\n" for r in result["rows"]))
+    s = result["summary"]
+    _write_atomic(out, json.dumps(s, indent=2) + "\n")
+    p1 = s["pass@k"].get("1")
+    value = f"{p1['value']:.4f} [{p1['ci95'][0]:.4f}, {p1['ci95'][1]:.4f}]" if p1 else "n/a"
+    print(f"{s['benchmark']}: pass@1 = {value} over {s['n_tasks']} tasks, {s['n_samples']} samples, "
+          f"generation {s['generate_s']:.1f}s -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,329 @@
+"""The Optuna search: space, storage, sampler, pruner, the trial objective, export and plots."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grpo_research.config import load_config
+from grpo_research.studies import format_value, override, steps_for_budget
+
+METRIC = "eval/accuracy"
+
+
+@dataclass
+class SearchSpec:
+    """Everything one search needs; built from the workflow config or the command line."""
+
+    name: str  # study name in storage, e.g. grpo-arith
+    method: str
+    storage: str  # RDB URL
+    out_dir: Path  # trials.csv, best.yaml, plots/
+    runs_dir: Path  # one run dir per trial: <runs_dir>/trial-NNNN
+    n_trials: int
+    budget_samples: int
+    space: dict[str, dict[str, Any]]
+    eval_every_samples: int | None = None
+    sampler_seed: int = 0
+    train_seed: int = 0
+    pruner: dict[str, Any] = field(default_factory=lambda: {"type": "median"})
+    heartbeat_interval: int = 60
+    grace_period: int = 180
+    max_retry: int = 2
+    exclusive: bool = False
+    overrides: list[str] = field(default_factory=list)  # fixed run config (model, task, tracking, ...)
+    python: str = sys.executable
+    train_cmd: list[str] = field(default_factory=lambda: ["-m", "grpo_research.cli", "train"])  # after `python`
+    poll_s: float = 0.5
+
+
+# ---------------------------------------------------------------- space
+def suggest_overrides(trial, space: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Config key -> suggested value, one Optuna parameter per key (named by the key)."""
+    values: dict[str, Any] = {}
+    for key, spec in space.items():
+        kind = spec["type"]
+        if kind == "categorical":
+            values[key] = trial.suggest_categorical(key, list(spec["choices"]))
+        elif kind == "int":
+            values[key] = trial.suggest_int(key, int(spec["low"]), int(spec["high"]), step=int(spec.get("step", 1)),
+                                            log=bool(spec.get("log", False)))
+        elif kind == "float":
+            values[key] = trial.suggest_float(key, float(spec["low"]), float(spec["high"]),
+                                              step=spec.get("step"), log=bool(spec.get("log", False)))
+        else:
+            raise ValueError(f"search space entry {key!r}: unknown type {kind!r}")
+    return values
+
+
+def nest(flat: dict[str, Any]) -> dict[str, Any]:
+    """{'algo.beta': 0.1} -> {'algo': {'beta': 0.1}}."""
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        node = out
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return out
+
+
+# ---------------------------------------------------------------- storage, sampler, pruner
+def _retry_callback(max_retry: int):
+    import optuna.storages as st
+
+    cls = getattr(st, "RetryHeartbeatStaleTrialCallback", None) or st.RetryFailedTrialCallback
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return cls(max_retry=max_retry)
+
+
+def make_storage(url: str, heartbeat_interval: int = 60, grace_period: int = 180, max_retry: int = 2):
+    """RDBStorage with heartbeats and a retry callback for trials whose worker died."""
+    import optuna
+    import optuna.storages as st
+
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+    engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
+    callback = _retry_callback(max_retry)
+    kwargs = {"heartbeat_interval": heartbeat_interval, "grace_period": grace_period}
+    import inspect
+
+    params = inspect.signature(st.RDBStorage).parameters
+    key = "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in params else "failed_trial_callback"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return st.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs, **{key: callback})
+
+
+def make_pruner(spec: dict[str, Any]):
+    import optuna
+
+    kind = spec.get("type", "median")
+    startup = int(spec.get("n_startup_trials", 5))
+    warmup = int(spec.get("n_warmup_samples", 0))
+    if kind == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=startup, n_warmup_steps=warmup)
+    if kind == "percentile":
+        return optuna.pruners.PercentilePruner(float(spec.get("percentile", 50.0)), n_startup_trials=startup,
+                                               n_warmup_steps=warmup)
+    if kind == "none":
+        return optuna.pruners.NopPruner()
+    raise ValueError(f"unknown pruner {kind!r}")
+
+
+def open_study(spec: SearchSpec, create: bool = True):
+    import optuna
+
+    storage = make_storage(spec.storage, spec.heartbeat_interval, spec.grace_period, spec.max_retry)
+    sampler = optuna.samplers.TPESampler(seed=spec.sampler_seed)
+    if create:
+        return optuna.create_study(study_name=spec.name, storage=storage, sampler=sampler,
+                                   pruner=make_pruner(spec.pruner), direction="maximize", load_if_exists=True)
+    return optuna.load_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=make_pruner(spec.pruner))
+
+
+def finished(study) -> list:
+    from optuna.trial import TrialState
+
+    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+
+
+def reclaim_running(study, max_retry: int) -> list[int]:
+    """Fail the trials left RUNNING (by a search that was killed) and queue their retries.
+    Only for a worker that knows it is the study's only one (`exclusive`)."""
+    from optuna.exceptions import UpdateFinishedTrialError
+    from optuna.trial import TrialState
+
+    reclaimed = []
+    callback = _retry_callback(max_retry)
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        try:
+            if study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL):
+                callback(study, study._storage.get_trial(t._trial_id))
+                reclaimed.append(t.number)
+        except UpdateFinishedTrialError:
+            pass
+    return reclaimed
+
+
+# ---------------------------------------------------------------- the objective
+class Objective:
+    """Train one run in a subprocess; report its held-out accuracy; prune by killing it."""
+
+    def __init__(self, spec: SearchSpec, log=None):
+        self.spec = spec
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+
+    def run_overrides(self, params: dict[str, Any]) -> list[str]:
+        spec = self.spec
+        base = [override("method", spec.method), override("seed", spec.train_seed), *spec.overrides,
+                *(override(k, v) for k, v in params.items())]
+        cfg = load_config(None, base)
+        per_step = cfg.rollout.prompts_per_step * cfg.algo.group_size
+        extra = [override("train.steps", steps_for_budget(spec.budget_samples, cfg.rollout.prompts_per_step,
+                                                          cfg.algo.group_size))]
+        if spec.eval_every_samples:
+            extra.append(override("train.eval_every", max(1, spec.eval_every_samples // per_step)))
+        tags = [f"{k}={format_value(v)}" for k, v in params.items()]
+        extra += [override("tracking.group", f"hpo-{spec.name}"), override("tracking.tags", tags),
+                  override("tracking.progress", False)]
+        return base + extra
+
+    def __call__(self, trial) -> float:
+        import optuna
+
+        params = suggest_overrides(trial, self.spec.space)
+        # a retried trial keeps its original's user attrs, so it resumes the same run dir
+        run_name = trial.user_attrs.get("run_dir") or f"trial-{trial.number:04d}"
+        trial.set_user_attr("run_dir", run_name)
+        run_dir = self.spec.runs_dir / run_name
+        run_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [self.spec.python, *self.spec.train_cmd, "--run-dir", str(run_dir),
+               *self.run_overrides(params)]
+        self.log(f"trial {trial.number} ({run_name}): " + " ".join(f"{k}={format_value(v)}" for k, v in params.items()))
+        metrics = run_dir / "metrics.jsonl"
+        reported: set[int] = set()
+        last: float | None = None
+        with open(run_dir / "train.log", "ab") as log_fh:
+            proc = subprocess.Popen(cmd, stdout=log_fh, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                offset = 0
+                while True:
+                    rc = proc.poll()
+                    rows, offset = _read_new_rows(metrics, offset)
+                    for row in rows:
+                        if METRIC not in row or row[METRIC] is None:
+                            continue
+                        last = float(row[METRIC])
+                        step = int(row.get("samples", row["step"]))
+                        if step in reported:
+                            continue
+                        reported.add(step)
+                        trial.report(last, step)
+                        if trial.should_prune():
+                            _stop(proc)
+                            self.log(f"trial {trial.number} pruned at {step} samples ({METRIC} = {last:.3f})")
+                            raise optuna.TrialPruned(f"{METRIC} = {last:.3f} at {step} samples")
+                    if rc is not None:
+                        break
+                    time.sleep(self.spec.poll_s)
+            except BaseException:
+                _stop(proc)
+                raise
+        if proc.returncode != 0:
+            tail = (run_dir / "train.log").read_text(errors="replace").strip().splitlines()[-3:]
+            raise RuntimeError(f"trial {trial.number}: training exited with {proc.returncode}: {' | '.join(tail)}")
+        summary = json.loads((run_dir / "summary.json").read_text())
+        value = summary.get("final_accuracy", last)
+        if value is None:
+            raise RuntimeError(f"trial {trial.number}: the run logged no {METRIC}")
+        trial.set_user_attr("samples", summary.get("samples"))
+        trial.set_user_attr("steps", summary.get("steps"))
+        self.log(f"trial {trial.number} finished: {METRIC} = {value:.3f}")
+        return float(value)
+
+
+def _read_new_rows(path: Path, offset: int) -> tuple[list[dict], int]:
+    """Complete JSON lines of `path` after byte `offset`; restart when the file was cut back
+    (a resumed run truncates metrics.jsonl to its checkpoint)."""
+    if not path.exists():
+        return [], 0
+    size = path.stat().st_size
+    if size < offset:
+        offset = 0
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        data = fh.read()
+    end = data.rfind(b"\n") + 1
+    rows = []
+    for line in data[:end].splitlines():
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return rows, offset + end
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Terminate the training process group (it checkpoints atomically, so a kill is safe)."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=20)
+    except (ProcessLookupError, PermissionError):
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+# ---------------------------------------------------------------- search and export
+def run_search(spec: SearchSpec, log=None) -> Any:
+    """Run trials until `n_trials` are COMPLETE or PRUNED in storage; return the study."""
+    import optuna
+    from optuna.study import MaxTrialsCallback
+    from optuna.trial import TrialState
+
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    study = open_study(spec)
+    study.set_user_attr("method", spec.method)
+    study.set_user_attr("budget_samples", spec.budget_samples)
+    if spec.exclusive:
+        again = reclaim_running(study, spec.max_retry)
+        if again:
+            log(f"retrying trial(s) {again} left running by an interrupted search")
+    done = len(finished(study))
+    remaining = spec.n_trials - done
+    log(f"study {spec.name}: {done} finished trial(s) in storage, {max(remaining, 0)} to run")
+    if remaining > 0:
+        study.optimize(Objective(spec, log), n_trials=remaining, gc_after_trial=True,
+                       callbacks=[MaxTrialsCallback(spec.n_trials, states=(TrialState.COMPLETE, TrialState.PRUNED))])
+    return study
+
+
+def best_config(study, method: str) -> dict[str, Any]:
+    return {"method": method, **nest(dict(study.best_trial.params))}
+
+
+def export_study(spec: SearchSpec, log=None) -> dict[str, Path]:
+    """trials.csv, best.yaml and the plots of a search (from storage alone)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = open_study(spec, create=False)
+    out = Path(spec.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"trials": out / "trials.csv", "best": out / "best.yaml"}
+    _write_atomic(paths["trials"], study.trials_dataframe().to_csv(index=False))
+    best = study.best_trial
+    header = (f"# Best trial {best.number} of Optuna study {spec.name!r}: {METRIC} = {best.value:.4f} after "
+              f"{best.user_attrs.get('samples', spec.budget_samples)} generated samples (seed {spec.train_seed}).\n"
+              f"# {len(finished(study))} finished trials. Use: grpo-research train --config best.yaml --run-dir DIR\n")
+    _write_atomic(paths["best"], header + yaml.safe_dump(best_config(study, spec.method), sort_keys=False))
+    from grpo_research.hpo.plots import save_study_plots
+
+    paths.update(save_study_plots(study, out / "plots", title=spec.name))
+    return paths
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)

@@ -1,0 +1,376 @@
+"""Study expansion: one experiment YAML -> the list of runs the pipeline trains.
+
+A study (`experiments/<name>.yaml`, schema `workflow/schemas/study.schema.yaml`) names
+
+- `methods`: method entries, each a method name (`grpo`) or a mapping
+  `{method: ppo, name: ..., set: {ppo.lam: 0.95}, grid: {key: [values]}}`;
+- `grid`: config keys with lists of values, crossed with every method entry;
+- `seeds`: the RL seeds (each run's `seed`; the base model is shared);
+- `budget_samples`: generated completions per run, the same for every run, converted per run
+  to `train.steps = budget_samples / (rollout.prompts_per_step x algo.group_size)` from the
+  run's resolved config (method presets included), so G sweeps compare at equal samples;
+- `overrides`: config values shared by every run; `eval_every_samples`: held-out evaluation
+  every this many samples (converted to `train.eval_every` per run like the budget);
+- `benchmarks`: final-model evaluations, `{name: {data, n, samples, temperature}}`;
+- `model`: a base model of the workflow config (`base_models`), or a hub name / checkpoint;
+- `default`: whether the `ablations` target includes the study.
+
+A run id names the method entry (its `name`, else the method), every swept or `set` value with
+a short key name, and the seed: `ppo-lam0.95-seed1`, `grpo-G8-seed2`, `grpo-beta0.04-seed3`.
+The variant of a run is its id without `-seed<N>`; analysis groups seeds by variant.
+
+Every run's config is resolved and validated here (`load_config`), so a misspelled config key
+or an out-of-range value in a study stops the pipeline while it plans, before any job runs.
+
+`python -m grpo_research.studies list experiments/ppo_vs_grpo.yaml` prints the runs;
+`python -m grpo_research.studies train --budget-samples N --run-dir DIR [--config F] [k=v ...]`
+trains one run at a given budget of samples (used for Optuna's best-config reruns, whose
+group size is only known once the search has finished).
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grpo_research.config import ConfigError, load_config, load_yaml
+
+# short names of swept keys in run ids; any other key uses its last component
+SHORT_NAMES = {
+    "algo.group_size": "G",
+    "algo.beta": "beta",
+    "algo.clip_eps": "eps",
+    "algo.clip_eps_high": "epshigh",
+    "rollout.temperature": "temp",
+    "rollout.prompts_per_step": "P",
+    "rollout.top_p": "topp",
+    "ppo.lam": "lam",
+    "ppo.gamma": "gamma",
+    "optim.lr": "lr",
+    "critic.lr": "vlr",
+}
+SEED_SUFFIX = re.compile(r"-seed(-?\d+)$")
+STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class StudyError(ValueError):
+    """A study file that cannot be expanded; the message names the file and the problem."""
+
+
+@dataclass
+class RunSpec:
+    """One training run of a study."""
+
+    study: str
+    run_id: str  # e.g. ppo-lam0.95-seed1
+    variant: str  # run_id without -seed<N>
+    method: str
+    seed: int
+    swept: dict[str, Any]  # the values that name this variant (set + grid), in run-id order
+    overrides: list[str]  # key=value overrides for `grpo-research train`, in order
+    steps: int
+    samples_per_step: int
+    model: str  # the study's `model` entry (base model name or hub name / path)
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Study:
+    name: str
+    path: Path | None
+    description: str
+    default: bool
+    model: str
+    budget_samples: int
+    seeds: list[int]
+    benchmarks: dict[str, dict]
+    runs: list[RunSpec]
+    raw: dict[str, Any]
+
+    def run(self, run_id: str) -> RunSpec:
+        for r in self.runs:
+            if r.run_id == run_id:
+                return r
+        raise KeyError(f"study {self.name!r} has no run {run_id!r}")
+
+    @property
+    def variants(self) -> list[str]:
+        return list(dict.fromkeys(r.variant for r in self.runs))
+
+
+# ---------------------------------------------------------------- formatting
+def format_value(value: Any) -> str:
+    """A config value as it appears on the command line (YAML flow style, one line)."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=10**6).strip()
+    return text.removesuffix("...").strip()
+
+
+def override(key: str, value: Any) -> str:
+    return f"{key}={format_value(value)}"
+
+
+def id_value(value: Any) -> str:
+    """A value as it appears in a run id: short, readable, file-name safe."""
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, float):
+        text = repr(value)
+    elif isinstance(value, (list, tuple)):
+        text = "_".join(id_value(v) for v in value)
+    elif isinstance(value, dict):
+        text = "_".join(f"{k}{id_value(v)}" for k, v in value.items())
+    else:
+        text = str(value)
+    return re.sub(r"[^A-Za-z0-9._+-]", "", text.replace("/", "_").replace(" ", ""))
+
+
+def short_names(keys: list[str]) -> dict[str, str]:
+    """Key -> short name for run ids; colliding short names fall back to the full key."""
+    names = {k: SHORT_NAMES.get(k, k.rsplit(".", 1)[-1]) for k in keys}
+    counts: dict[str, int] = {}
+    for n in names.values():
+        counts[n] = counts.get(n, 0) + 1
+    return {k: (n if counts[n] == 1 else k.replace(".", "_")) for k, n in names.items()}
+
+
+def variant_of(run_id: str) -> str:
+    """`ppo-lam0.95-seed1` -> `ppo-lam0.95`."""
+    return SEED_SUFFIX.sub("", run_id)
+
+
+def seed_of(run_id: str) -> int | None:
+    m = SEED_SUFFIX.search(run_id)
+    return int(m.group(1)) if m else None
+
+
+# ---------------------------------------------------------------- loading
+def find_studies(directory: str | Path) -> dict[str, Path]:
+    """Study name (file stem) -> path, for every `*.yaml` in `directory`."""
+    d = Path(directory)
+    return {p.stem: p for p in sorted(d.glob("*.yaml"))} if d.is_dir() else {}
+
+
+def load_study_file(path: str | Path, schema: str | Path | dict | None = None) -> dict[str, Any]:
+    """Parse a study YAML; with `schema`, validate it (jsonschema) and name the offending key."""
+    path = Path(path)
+    try:
+        data = load_yaml(path)
+    except ConfigError as e:
+        raise StudyError(str(e)) from None
+    if schema is not None:
+        validate_schema(data, schema, where=str(path))
+    return data
+
+
+def validate_schema(data: Any, schema: str | Path | dict, where: str) -> None:
+    import jsonschema
+
+    if not isinstance(schema, dict):
+        schema = yaml.safe_load(Path(schema).read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        at = ".".join(str(p) for p in e.absolute_path) or "<top level>"
+        raise StudyError(f"{where}: {at}: {e.message}")
+
+
+def _method_entries(raw: dict, where: str) -> list[dict]:
+    entries = []
+    for i, m in enumerate(raw.get("methods") or []):
+        if isinstance(m, str):
+            m = {"method": m}
+        if not isinstance(m, dict) or "method" not in m:
+            raise StudyError(f"{where}: methods[{i}] must be a method name or a mapping with 'method'")
+        entries.append({"method": m["method"], "name": m.get("name"), "set": dict(m.get("set") or {}),
+                        "grid": dict(m.get("grid") or {})})
+    if not entries:
+        raise StudyError(f"{where}: 'methods' lists no method")
+    return entries
+
+
+def _grid_points(grid: dict[str, list], where: str) -> list[dict[str, Any]]:
+    for k, v in grid.items():
+        if not isinstance(v, list) or not v:
+            raise StudyError(f"{where}: grid key {k!r} must map to a non-empty list of values")
+    keys = list(grid)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
+
+
+def expand_study(
+    raw: dict[str, Any],
+    name: str,
+    *,
+    path: str | Path | None = None,
+    model_path: str | None = None,
+    run_overrides: list[str] | None = None,
+    tracking: dict[str, Any] | None = None,
+    threads: int | None = None,
+    only_methods: list[str] | None = None,
+    seeds: list[int] | None = None,
+) -> Study:
+    """Expand a parsed study into runs, resolving and validating each run's config.
+
+    `model_path` is the `model.name_or_path` given to every run (the built base model's dir);
+    `run_overrides` (workflow config) apply over the study's `overrides` and under swept
+    values; `tracking` sets `tracking.wandb` / `tracking.project`; `only_methods` keeps only
+    those methods (e.g. while one is not registered yet); `seeds` replaces the study's seeds.
+    """
+    where = str(path or name)
+    if not STUDY_NAME.match(name) or name.startswith("hpo-"):
+        raise StudyError(f"{where}: study name {name!r} must be a file-name-safe word not starting with 'hpo-'")
+    budget = raw.get("budget_samples")
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
+        raise StudyError(f"{where}: budget_samples must be a positive integer (generated completions per run)")
+    seed_list = list(seeds if seeds is not None else raw.get("seeds") or [])
+    if not seed_list or len(set(seed_list)) != len(seed_list):
+        raise StudyError(f"{where}: seeds must be a non-empty list of distinct integers")
+    entries = _method_entries(raw, where)
+    if only_methods:
+        entries = [e for e in entries if e["method"] in only_methods]
+        if not entries:
+            raise StudyError(f"{where}: no method of the study is in only_methods={only_methods}")
+    study_grid = dict(raw.get("grid") or {})
+    fixed = dict(raw.get("overrides") or {})
+    eval_every_samples = raw.get("eval_every_samples")
+    model = str(raw.get("model", "tiny-arith"))
+    tracking = tracking or {}
+
+    runs: list[RunSpec] = []
+    seen: dict[str, str] = {}
+    for entry in entries:
+        overlap = set(entry["set"]) & (set(entry["grid"]) | set(study_grid)) or set(entry["grid"]) & set(study_grid)
+        if overlap:
+            raise StudyError(f"{where}: key(s) {sorted(overlap)} are both set/swept in more than one place")
+        for point in _grid_points({**entry["grid"], **study_grid}, where):
+            swept = {**({} if entry["name"] else entry["set"]), **point}
+            names = short_names(list(swept))
+            label = entry["name"] or entry["method"]
+            variant = "-".join([id_value(label), *(f"{names[k]}{id_value(v)}" for k, v in swept.items())])
+            for seed in seed_list:
+                run_id = f"{variant}-seed{seed}"
+                if run_id in seen:
+                    raise StudyError(f"{where}: two runs would share the id {run_id!r}; give a method entry a 'name'")
+                seen[run_id] = run_id
+                base = [override("method", entry["method"]), override("seed", seed)]
+                if model_path is not None:
+                    base.append(override("model.name_or_path", model_path))
+                base += [override(k, v) for k, v in fixed.items()]
+                base += list(run_overrides or [])
+                base += [override(k, v) for k, v in entry["set"].items()]
+                base += [override(k, v) for k, v in point.items()]
+                try:
+                    cfg = load_config(None, base)
+                except ConfigError as e:
+                    raise StudyError(f"{where}: run {run_id}: {e}") from None
+                per_step = cfg.rollout.prompts_per_step * cfg.algo.group_size
+                if budget % per_step:
+                    raise StudyError(
+                        f"{where}: run {run_id}: budget_samples {budget} is not a multiple of "
+                        f"prompts_per_step x group_size = {per_step}; choose a budget every run divides"
+                    )
+                steps = budget // per_step
+                tail = [override("train.steps", steps)]
+                if eval_every_samples:
+                    tail.append(override("train.eval_every", max(1, eval_every_samples // per_step)))
+                if threads:
+                    tail.append(override("train.threads", threads))
+                tags = [f"{k}={format_value(v)}" for k, v in {**entry["set"], **point}.items()]
+                tail += [override("tracking.group", name), override("tracking.tags", tags),
+                         override("tracking.progress", False)]
+                for key in ("wandb", "project"):
+                    if tracking.get(key):
+                        tail.append(override(f"tracking.{key}", tracking[key]))
+                overrides = base + tail
+                try:
+                    load_config(None, overrides)
+                except ConfigError as e:
+                    raise StudyError(f"{where}: run {run_id}: {e}") from None
+                runs.append(RunSpec(study=name, run_id=run_id, variant=variant, method=entry["method"], seed=seed,
+                                    swept={**entry["set"], **point}, overrides=overrides, steps=steps,
+                                    samples_per_step=per_step, model=model, tags=tags))
+    benchmarks = {k: dict(v or {}) for k, v in (raw.get("benchmarks") or {}).items()}
+    return Study(name=name, path=Path(path) if path else None, description=str(raw.get("description", "")).strip(),
+                 default=bool(raw.get("default", False)), model=model, budget_samples=budget, seeds=seed_list,
+                 benchmarks=benchmarks, runs=runs, raw=raw)
+
+
+def steps_for_budget(budget_samples: int, prompts_per_step: int, group_size: int) -> int:
+    per_step = prompts_per_step * group_size
+    return max(1, math.floor(budget_samples / per_step))
+
+
+# ---------------------------------------------------------------- command line
+def _train_at_budget(args: argparse.Namespace) -> int:
+    """Resolve the config, set train.steps (and eval_every) from the budget, train."""
+    from grpo_research.cli import main as cli_main
+
+    overrides = list(args.overrides)
+    try:
+        cfg = load_config(args.config, overrides)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    per_step = cfg.rollout.prompts_per_step * cfg.algo.group_size
+    extra = [override("train.steps", steps_for_budget(args.budget_samples, cfg.rollout.prompts_per_step,
+                                                      cfg.algo.group_size))]
+    if args.eval_every_samples:
+        extra.append(override("train.eval_every", max(1, args.eval_every_samples // per_step)))
+    run_dir = Path(args.run_dir)
+    saved = run_dir / "config.yaml"
+    if args.replace_stale and saved.exists():
+        final = load_config(args.config, [*overrides, *extra])
+        if saved.read_text() != final.dump():  # e.g. a longer search found another best config
+            n = 1
+            while run_dir.with_name(f"{run_dir.name}.stale-{n}").exists():
+                n += 1
+            run_dir.rename(run_dir.with_name(f"{run_dir.name}.stale-{n}"))
+            print(f"{run_dir} held another config: moved to {run_dir.name}.stale-{n}, training afresh",
+                  file=sys.stderr)
+    argv = ["train", "--run-dir", args.run_dir, *(["--config", args.config] if args.config else []),
+            *overrides, *extra]
+    return cli_main(argv)
+
+
+def _list(args: argparse.Namespace) -> int:
+    raw = load_study_file(args.study, args.schema)
+    study = expand_study(raw, Path(args.study).stem, path=args.study, model_path=args.model_path)
+    for r in study.runs:
+        print(f"{r.run_id}\tsteps={r.steps}\t{' '.join(r.overrides)}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m grpo_research.studies", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train one run at a budget of generated samples")
+    t.add_argument("--budget-samples", type=int, required=True)
+    t.add_argument("--eval-every-samples", type=int)
+    t.add_argument("--run-dir", required=True)
+    t.add_argument("--config")
+    t.add_argument("--replace-stale", action="store_true",
+                   help="a run dir holding another config is moved aside (<dir>.stale-N) instead of refused")
+    t.add_argument("overrides", nargs="*", metavar="key=value")
+    t.set_defaults(func=_train_at_budget)
+    s = sub.add_parser("list", help="print the runs of a study file")
+    s.add_argument("study")
+    s.add_argument("--schema")
+    s.add_argument("--model-path")
+    s.set_defaults(func=_list)
+    args = p.parse_args(argv)
+    try:
+        return args.func(args)
+    except StudyError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

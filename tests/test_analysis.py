@@ -1,0 +1,141 @@
+"""Aggregation maths and the report (analysis/): the bootstrap interval against a direct
+computation, curves and tables from synthetic run dirs, a self-contained report.html."""
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the top-level `analysis` package of this checkout
+
+from analysis.aggregate import TRAINER_HELDOUT, curve_table, final_table, natural_key, overlaps  # noqa: E402
+from analysis.cli import main as analysis_main  # noqa: E402
+from analysis.load import load_study_runs  # noqa: E402
+from analysis.stats import bootstrap_columns, bootstrap_mean_ci, intervals_overlap  # noqa: E402
+
+
+def _direct_bootstrap(values, n_boot, seed, level=0.95):
+    """The textbook loop: resample seeds with replacement, take the mean, read percentiles."""
+    rng = np.random.default_rng(seed)
+    x = np.asarray(values, dtype=float)
+    idx = rng.integers(0, len(x), size=(n_boot, len(x)))  # same draws as analysis.stats
+    means = [x[row].mean() for row in idx]
+    return x.mean(), np.percentile(means, 2.5), np.percentile(means, 97.5)
+
+
+def test_bootstrap_matches_direct_computation():
+    values = [0.31, 0.42, 0.38, 0.27, 0.45]
+    got = bootstrap_mean_ci(values, n_boot=4000, seed=123)
+    want = _direct_bootstrap(values, 4000, 123)
+    assert np.allclose(got, want, rtol=0, atol=1e-12)
+    assert got[1] <= got[0] <= got[2]
+
+
+def test_bootstrap_columns_resample_whole_seeds():
+    rng = np.random.default_rng(0)
+    m = rng.normal(size=(4, 6))  # 4 seeds x 6 points of a curve
+    mean, low, high = bootstrap_columns(m, n_boot=3000, seed=7)
+    for j in range(m.shape[1]):
+        _, lo, hi = _direct_bootstrap(m[:, j], 3000, 7)
+        assert low[j] == pytest.approx(lo, abs=1e-12) and high[j] == pytest.approx(hi, abs=1e-12)
+    assert np.allclose(mean, m.mean(axis=0))
+
+
+def test_bootstrap_agrees_with_normal_theory_for_many_seeds():
+    x = np.random.default_rng(1).normal(loc=2.0, scale=1.0, size=400)
+    mean, lo, hi = bootstrap_mean_ci(x, n_boot=20000, seed=0)
+    half = 1.96 * x.std(ddof=1) / np.sqrt(len(x))
+    assert (hi - lo) / 2 == pytest.approx(half, rel=0.05)
+    assert mean == pytest.approx(x.mean())
+
+
+def test_bootstrap_edge_cases():
+    assert bootstrap_mean_ci([0.5]) == (0.5, 0.5, 0.5)
+    assert all(np.isnan(bootstrap_mean_ci([])))
+    assert intervals_overlap((0, 1), (1, 2)) and not intervals_overlap((0, 1), (1.01, 2))
+    assert sorted(["grpo-G16", "grpo-G2", "grpo-G8"], key=natural_key) == ["grpo-G2", "grpo-G8", "grpo-G16"]
+
+
+# ---------------------------------------------------------------- synthetic study
+def _write_run(d: Path, method: str, seed: int, acc: list[float], bench: float, steps: int = 20, g: int = 4):
+    d.mkdir(parents=True)
+    (d / "config.yaml").write_text(yaml.safe_dump({"method": method, "seed": seed}))
+    rows = []
+    for i, a in enumerate(acc):
+        s = i * (steps // (len(acc) - 1))
+        rows.append({"step": s, "samples": s * 2 * g, "eval/accuracy": a})
+    for s in range(1, steps + 1):
+        rows.append({"step": s, "samples": s * 2 * g, "reward_mean": 0.1 * s + seed, "kl": 0.01 * s,
+                     "entropy": 1.0 - 0.01 * s, "completion_len": 9.0, "step_s": 0.5, "rollout_s": 0.3,
+                     "update_s": 0.2, "cost/peak_mem_mb": 100.0 + s, "cost/model_state_mb": 12.0,
+                     "cost/gen_tokens_per_s": 500.0, "cost/samples_per_s": 16.0, "cost/mfu": 0.01})
+    rows.sort(key=lambda r: (r["step"], "eval/accuracy" not in r))
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (d / "summary.json").write_text(json.dumps({"method": method, "seed": seed, "steps": steps,
+                                                "samples": steps * 2 * g, "initial_accuracy": acc[0],
+                                                "final_accuracy": acc[-1]}))
+    (d / "eval").mkdir()
+    (d / "eval" / "arith.json").write_text(json.dumps({"benchmark": "arith", "pass@1": bench}))
+
+
+@pytest.fixture()
+def study_dir(tmp_path):
+    runs = tmp_path / "runs" / "toy"
+    for seed, (a, b) in enumerate([(0.30, 0.31), (0.34, 0.35), (0.32, 0.33)], start=1):
+        _write_run(runs / f"grpo-seed{seed}", "grpo", seed, [0.2, 0.25, a], b)
+        _write_run(runs / f"ppo-lam0.95-seed{seed}", "ppo", seed, [0.2, 0.22, a - 0.2], b - 0.2)
+    (runs / "ppo-lam0.95-seed9").mkdir()  # unfinished run (no summary.json): ignored
+    return runs
+
+
+def test_final_table_and_overlaps(study_dir):
+    runs = load_study_runs(study_dir)
+    assert len(runs) == 6
+    final = final_table(runs, ["ppo-lam0.95", "grpo"], n_boot=2000, seed=0)
+    assert list(dict.fromkeys(final["variant"])) == ["ppo-lam0.95", "grpo"]
+    row = final[(final.variant == "grpo") & (final.benchmark == "arith")].iloc[0]
+    assert row["n_seeds"] == 3 and row["mean"] == pytest.approx(0.33)
+    lo_hi = _direct_bootstrap([0.31, 0.35, 0.33], 2000, 0)[1:]
+    assert (row["low"], row["high"]) == pytest.approx(lo_hi)
+    assert set(final["benchmark"]) == {"arith", TRAINER_HELDOUT}
+    (o,) = [o for o in overlaps(final) if o["benchmark"] == "arith"]
+    assert not o["overlap"] and o["higher"] == "grpo" and o["difference"] == pytest.approx(0.2)
+
+
+def test_curves_mean_over_seeds(study_dir):
+    curves = curve_table(load_study_runs(study_dir), smooth=1, n_boot=500)
+    reward = curves[(curves.variant == "grpo") & (curves.metric == "reward_mean")].sort_values("samples")
+    assert reward["samples"].tolist() == [8 * s for s in range(1, 21)]
+    assert reward["mean"].iloc[0] == pytest.approx(0.1 + 2.0)  # seeds 1, 2, 3 offset the reward by the seed
+    assert (reward["low"] <= reward["mean"]).all() and (reward["mean"] <= reward["high"]).all()
+    acc = curves[(curves.variant == "grpo") & (curves.metric == "eval/accuracy")]
+    assert acc["mean"].iloc[-1] == pytest.approx(100 * 0.32)  # percent
+
+
+def test_cli_writes_tables_figures_and_self_contained_report(study_dir, tmp_path):
+    out = tmp_path / "results" / "toy"
+    assert analysis_main(["study", "--runs", str(study_dir), "--out", str(out), "--n-boot", "500",
+                          "--variants", "grpo,ppo-lam0.95"]) == 0
+    for name in ("final.csv", "final.md", "cost.csv", "cost.md", "curves.csv", "runs.csv", "summary.json",
+                 "report.html"):
+        assert (out / name).exists(), name
+    pngs = sorted(p.name for p in (out / "figures").glob("*.png"))
+    assert {"curve_reward_mean.png", "curve_eval_accuracy.png", "curve_kl.png", "curve_entropy.png",
+            "curve_completion_len.png", "final_arith.png"} <= set(pngs)
+    html = (out / "report.html").read_text()
+    assert html.count("src=\"data:image/png;base64,") >= len(pngs)
+    assert not re.search(r"(src|href)=\"(?!data:)[^\"#]", html), "the report must not load any external file"
+    assert "intervals do not overlap" in html
+    md = (out / "final.md").read_text()
+    assert "| grpo |" in md and "(n=3)" in md and "intervals do not overlap" in md
+    cost = pd.read_csv(out / "cost.csv")
+    assert cost.set_index("variant").loc["grpo", "peak memory (MiB)"] == pytest.approx(120.0)
+    assert cost.set_index("variant").loc["grpo", "MFU (%)"] == pytest.approx(1.0)
+    assert analysis_main(["index", "--results", str(tmp_path / "results")]) == 0
+    index = (tmp_path / "results" / "index.html").read_text()
+    assert 'href="toy/report.html"' in index

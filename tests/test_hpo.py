@@ -1,0 +1,153 @@
+"""Optuna search (grpo_research/hpo): trials are ordinary run dirs; best.yaml and plots are
+written; an interrupted search resumes without losing or repeating finished trials; a trial
+left RUNNING by a killed search is retried in its own run dir; pruning kills a bad trial."""
+import json
+import os
+import sys
+import textwrap
+import threading
+import uuid
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+from grpo_research.config import load_config
+from grpo_research.hpo import SearchSpec, export_study, run_search, suggest_overrides
+from grpo_research.hpo.search import open_study
+
+SPACE = {
+    "algo.group_size": {"type": "categorical", "choices": [2, 4]},
+    "algo.beta": {"type": "float", "low": 0.0, "high": 0.1},
+    "optim.lr": {"type": "float", "low": 1e-4, "high": 1e-2, "log": True},
+}
+
+
+def _spec(tmp_path, model_dir, n_trials, **kw):
+    return SearchSpec(
+        name="grpo-arith", method="grpo", storage=f"sqlite:///{tmp_path / 'optuna.db'}", out_dir=tmp_path / "out",
+        runs_dir=tmp_path / "trials", n_trials=n_trials, budget_samples=8, eval_every_samples=4, space=SPACE,
+        sampler_seed=3, pruner={"type": "none"}, exclusive=True, poll_s=0.2,
+        overrides=[f"model.name_or_path={model_dir}", "train.eval_size=8", "train.threads=1",
+                   "rollout.prompts_per_step=1", "rollout.max_new_tokens=6", "tracking.wandb=disabled"],
+        **kw,
+    )
+
+
+def _finished(study):
+    return {t.number: t for t in study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))}
+
+
+@pytest.mark.slow
+def test_search_resumes_exports_best_yaml_and_plots(tiny_model_dir, tmp_path):
+    study = run_search(_spec(tmp_path, tiny_model_dir, n_trials=2), log=lambda m: None)
+    first = _finished(study)
+    assert sorted(first) == [0, 1]
+    for t in first.values():  # each trial is an ordinary run dir at the trial's budget
+        run = tmp_path / "trials" / t.user_attrs["run_dir"]
+        cfg = yaml.safe_load((run / "config.yaml").read_text())
+        assert cfg["algo"]["group_size"] == t.params["algo.group_size"]
+        assert cfg["train"]["steps"] * cfg["algo"]["group_size"] == 8  # 1 prompt x G x steps = budget
+        assert cfg["tracking"]["group"] == "hpo-grpo-arith"
+        assert json.loads((run / "summary.json").read_text())["final_accuracy"] == t.value
+
+    # a search killed mid-trial leaves a RUNNING trial behind; the next search retries it
+    # (same parameters, same run dir) and runs only what is missing
+    study.enqueue_trial({"algo.group_size": 2, "algo.beta": 0.05, "optim.lr": 1e-3})
+    with pytest.warns(UserWarning, match="Heartbeat"):
+        orphan = study.ask()
+    suggest_overrides(orphan, SPACE)
+    orphan.set_user_attr("run_dir", "trial-0002")
+    assert [t.number for t in study.get_trials(states=(TrialState.RUNNING,))] == [2]
+
+    study = run_search(_spec(tmp_path, tiny_model_dir, n_trials=3), log=lambda m: None)
+    done = _finished(study)
+    assert len(done) == 3
+    for n in (0, 1):  # untouched
+        assert done[n].params == first[n].params and done[n].value == first[n].value
+        assert done[n].datetime_complete == first[n].datetime_complete
+    (retry,) = [t for n, t in done.items() if n not in (0, 1)]
+    assert retry.user_attrs["run_dir"] == "trial-0002" and retry.params["algo.group_size"] == 2
+    assert [t.number for t in study.get_trials(states=(TrialState.FAIL,))] == [2]
+    assert sorted(p.name for p in (tmp_path / "trials").iterdir()) == ["trial-0000", "trial-0001", "trial-0002"]
+
+    # a third call has nothing left to run
+    before = len(study.trials)
+    assert len(run_search(_spec(tmp_path, tiny_model_dir, n_trials=3), log=lambda m: None).trials) == before
+
+    paths = export_study(_spec(tmp_path, tiny_model_dir, n_trials=3))
+    best = yaml.safe_load(paths["best"].read_text())
+    assert best["method"] == "grpo" and set(best["algo"]) == {"group_size", "beta"} and "lr" in best["optim"]
+    cfg = load_config(paths["best"], [])  # best.yaml is a valid run config file
+    assert cfg.algo.group_size == study.best_trial.params["algo.group_size"]
+    for name in ("optimization_history", "param_importances", "parallel_coordinate", "slice", "intermediate_values"):
+        png = paths[name]
+        assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "out" / "trials.csv").read_text().count("\n") >= 4
+
+
+FAKE_TRAINER = textwrap.dedent("""
+    # stands in for `grpo-research train`: writes eval rows (accuracy = optim.lr) and a summary
+    import json, sys, time
+    from pathlib import Path
+    run = Path(sys.argv[sys.argv.index("--run-dir") + 1])
+    lr = float([a.split("=", 1)[1] for a in sys.argv if a.startswith("optim.lr=")][0])
+    with open(run / "metrics.jsonl", "a") as f:
+        for step in range(4):
+            f.write(json.dumps({"step": step, "samples": 8 * step, "eval/accuracy": lr}) + "\\n")
+            f.flush()
+            time.sleep(0.3)
+    (run / "summary.json").write_text(json.dumps({"final_accuracy": lr, "samples": 24, "steps": 3}))
+""")
+
+
+def test_pruning_kills_a_trial_below_the_median(tmp_path):
+    fake = tmp_path / "fake_train.py"
+    fake.write_text(FAKE_TRAINER)
+    spec = SearchSpec(
+        name="p", method="grpo", storage=f"sqlite:///{tmp_path / 'p.db'}", out_dir=tmp_path / "out",
+        runs_dir=tmp_path / "trials", n_trials=3, budget_samples=16, space={}, poll_s=0.05,
+        pruner={"type": "median", "n_startup_trials": 1, "n_warmup_samples": 0}, python=sys.executable,
+        train_cmd=[str(fake)], overrides=["tracking.wandb=disabled"],
+    )
+    study = open_study(spec)
+    for lr in (0.5, 0.1, 0.9):  # a good trial, a bad one (pruned), a good one
+        study.enqueue_trial({"optim.lr": lr})
+    spec.space = {"optim.lr": {"type": "float", "low": 0.01, "high": 1.0}}
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = run_search(spec, log=lambda m: None)
+    states = [t.state for t in study.trials]
+    assert states == [TrialState.COMPLETE, TrialState.PRUNED, TrialState.COMPLETE]
+    pruned = study.trials[1]
+    assert max(pruned.intermediate_values) < 24  # stopped before its last evaluation
+    assert not (tmp_path / "trials" / "trial-0001" / "summary.json").exists()
+    assert study.best_value == 0.9
+
+
+@pytest.mark.skipif(not os.environ.get("GRPO_RESEARCH_PG_URL"),
+                    reason="no PostgreSQL URL (eval \"$(scripts/start_postgres.sh)\" sets GRPO_RESEARCH_PG_URL)")
+def test_two_workers_share_one_postgres_study(tmp_path):
+    fake = tmp_path / "fake_train.py"
+    fake.write_text(FAKE_TRAINER)
+    name = f"pg-{uuid.uuid4().hex[:8]}"
+
+    def spec():
+        return SearchSpec(name=name, method="grpo", storage=os.environ["GRPO_RESEARCH_PG_URL"],
+                          out_dir=tmp_path / "out", runs_dir=tmp_path / "trials", n_trials=4, budget_samples=16,
+                          space={"optim.lr": {"type": "float", "low": 0.01, "high": 1.0}}, poll_s=0.05,
+                          pruner={"type": "none"}, python=sys.executable, train_cmd=[str(fake)],
+                          overrides=["tracking.wandb=disabled"], heartbeat_interval=1, grace_period=5)
+
+    workers = [threading.Thread(target=run_search, args=(spec(),), kwargs={"log": lambda m: None}) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+    try:
+        study = open_study(spec(), create=False)
+        done = study.get_trials(states=(TrialState.COMPLETE,))
+        assert len(done) >= 4
+        assert len({t.user_attrs["run_dir"] for t in done}) == len(done)  # one run dir per trial
+    finally:
+        optuna.delete_study(study_name=name, storage=os.environ["GRPO_RESEARCH_PG_URL"])

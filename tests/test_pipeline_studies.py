@@ -1,0 +1,134 @@
+"""Study expansion (grpo_research/studies.py): run ids, the equal sample budget -> steps, the
+grid product, seeds, overrides, and the errors a bad study file gives while planning."""
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpo_research.config import load_config
+from grpo_research.studies import StudyError, expand_study, find_studies, load_study_file, variant_of
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow" / "schemas" / "study.schema.yaml"
+
+
+def _cfg(run):
+    return load_config(None, run.overrides)
+
+
+def test_ppo_vs_grpo_runs_ids_and_equal_budget():
+    raw = load_study_file(ROOT / "experiments" / "ppo_vs_grpo.yaml", SCHEMA)
+    study = expand_study(raw, "ppo_vs_grpo", model_path="runs/_base/tiny-arith", threads=1)
+    ids = [r.run_id for r in study.runs]
+    assert ids[:3] == ["ppo-lam0.95-seed1", "ppo-lam0.95-seed2", "ppo-lam0.95-seed3"]
+    assert {"ppo-lam1.0-seed1", "grpo-seed2", "dr_grpo-seed3"} <= set(ids)
+    assert len(ids) == 12 and len(set(ids)) == 12
+    assert study.variants == ["ppo-lam0.95", "ppo-lam1.0", "grpo", "dr_grpo"]
+    assert study.default and study.seeds == [1, 2, 3] and "arith" in study.benchmarks
+    for run in study.runs:
+        cfg = _cfg(run)
+        samples = cfg.train.steps * cfg.rollout.prompts_per_step * cfg.algo.group_size
+        assert samples == study.budget_samples == 9600
+        assert cfg.model.name_or_path == "runs/_base/tiny-arith"
+        assert cfg.tracking.group == "ppo_vs_grpo" and cfg.train.threads == 1
+        assert cfg.seed == run.seed and cfg.method == run.method
+    lam = {r.run_id: _cfg(r).ppo.lam for r in study.runs if r.method == "ppo"}
+    assert lam["ppo-lam0.95-seed1"] == 0.95 and lam["ppo-lam1.0-seed3"] == 1.0
+    assert _cfg(study.run("ppo-lam0.95-seed1")).tracking.tags == ["ppo.lam=0.95"]
+    # the Dr. GRPO preset survives the study's overrides
+    assert _cfg(study.run("dr_grpo-seed1")).algo.loss_agg == "constant"
+
+
+def test_group_size_sweep_keeps_samples_equal_and_steps_vary():
+    raw = load_study_file(ROOT / "experiments" / "group_size.yaml", SCHEMA)
+    study = expand_study(raw, "group_size")
+    steps = {r.variant: r.steps for r in study.runs}
+    assert steps == {"grpo-G2": 800, "grpo-G4": 400, "grpo-G8": 200, "grpo-G16": 100}
+    evals = {r.variant: _cfg(r).train.eval_every for r in study.runs}
+    assert evals == {"grpo-G2": 80, "grpo-G4": 40, "grpo-G8": 20, "grpo-G16": 10}  # every 1280 samples
+    assert _cfg(study.run("grpo-G16-seed2")).tracking.tags == ["algo.group_size=16"]
+
+
+def test_grid_product_method_grids_and_seeds():
+    raw = {
+        "budget_samples": 64, "seeds": [0, 7],
+        "methods": ["grpo", {"method": "dr_grpo", "grid": {"algo.beta": [0.0, 0.1]}}],
+        "grid": {"rollout.temperature": [0.6, 1.0], "algo.group_size": [2, 4]},
+        "overrides": {"rollout.prompts_per_step": 2},
+    }
+    study = expand_study(raw, "toy")
+    # grpo: 2 x 2 grid points; dr_grpo: 2 (beta) x 2 x 2; each x 2 seeds
+    assert len(study.runs) == (4 + 8) * 2
+    ids = {r.run_id for r in study.runs}
+    assert "grpo-temp0.6-G2-seed0" in ids and "dr_grpo-beta0.1-temp1.0-G4-seed7" in ids
+    assert all(variant_of(r.run_id) == r.variant for r in study.runs)
+    r = study.run("grpo-temp1.0-G4-seed7")
+    assert r.steps == 64 // (2 * 4) and _cfg(r).rollout.temperature == 1.0 and r.seed == 7
+    # workflow-level overrides: seeds replaced, methods filtered, run_overrides applied
+    study = expand_study(raw, "toy", seeds=[3], only_methods=["grpo"], run_overrides=["train.eval_size=10"])
+    assert {r.seed for r in study.runs} == {3} and {r.method for r in study.runs} == {"grpo"}
+    assert all(_cfg(r).train.eval_size == 10 for r in study.runs)
+
+
+def test_named_method_entry_and_colliding_short_names():
+    raw = {"budget_samples": 64, "seeds": [1], "overrides": {"rollout.prompts_per_step": 2},
+           "methods": [{"method": "grpo", "name": "grpo-nokl", "set": {"algo.beta": 0.0}}],
+           "grid": {"optim.lr": [1e-5], "critic.lr": [1e-4], "ppo.gamma": [1.0], "algo.kl_estimator": ["k1"]}}
+    study = expand_study(raw, "named")
+    assert [r.run_id for r in study.runs] == ["grpo-nokl-lr1e-05-vlr0.0001-gamma1.0-kl_estimatork1-seed1"]
+    assert _cfg(study.runs[0]).algo.beta == 0.0
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"budget_samples": 100, "seeds": [1], "methods": ["grpo"]}, "not a multiple"),
+    ({"budget_samples": 64, "seeds": [1], "methods": ["grpo"], "grid": {"algo.betta": [0.1]}}, "unknown key 'algo.betta'"),
+    ({"budget_samples": 64, "seeds": [1], "methods": ["grpo"], "overrides": {"algo.beta": -1}}, "must be >= 0"),
+    ({"budget_samples": 64, "seeds": [1], "methods": ["no_such_method"]}, "'method' = 'no_such_method'"),
+    ({"budget_samples": 64, "seeds": [1, 1], "methods": ["grpo"]}, "distinct"),
+    ({"budget_samples": 64, "seeds": [1], "methods": ["grpo", "grpo"]}, "share the id"),
+])
+def test_bad_studies_fail_while_planning(raw, message):
+    with pytest.raises(StudyError, match=message):
+        expand_study(raw, "bad")
+
+
+def test_schema_rejects_misspelled_study_key(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"budget_samples": 64, "seeds": [1], "methods": ["grpo"], "benchmark": {}}))
+    with pytest.raises(StudyError, match="Additional properties are not allowed .'benchmark' was unexpected"):
+        load_study_file(bad, SCHEMA)
+
+
+def test_every_shipped_study_expands():
+    studies = find_studies(ROOT / "experiments")
+    assert {"ppo_vs_grpo", "group_size", "beta", "clip_eps", "temperature", "loss_variants"} <= set(studies)
+    expected = {"group_size": [2, 4, 8, 16], "beta": [0.0, 0.01, 0.04, 0.1], "clip_eps": [0.1, 0.2, 0.3],
+                "temperature": [0.6, 1.0, 1.2]}
+    for name, path in studies.items():
+        study = expand_study(load_study_file(path, SCHEMA), name)
+        assert len(study.seeds) >= 3
+        budget = {_cfg(r).train.steps * _cfg(r).rollout.prompts_per_step * _cfg(r).algo.group_size
+                  for r in study.runs}
+        assert budget == {study.budget_samples}, name
+        if name in expected:
+            (values,) = [list(v) for v in study.raw["grid"].values()]
+            assert values == expected[name]
+    loss = expand_study(load_study_file(studies["loss_variants"], SCHEMA), "loss_variants")
+    assert {r.method for r in loss.runs} == {"grpo", "dr_grpo", "dapo", "gspo", "rloo", "reinforce_pp"}
+    assert [s for s in studies if load_study_file(studies[s]).get("default")] == ["ppo_vs_grpo"]
+
+
+def test_train_at_budget_sets_steps_and_replaces_a_stale_run(tiny_model_dir, tmp_path):
+    from grpo_research.studies import main
+
+    run = tmp_path / "grpo-best-seed1"
+    common = [f"model.name_or_path={tiny_model_dir}", "rollout.prompts_per_step=1", "train.eval_size=4",
+              "rollout.max_new_tokens=6", "tracking.wandb=disabled", "tracking.progress=false", "train.threads=1"]
+    assert main(["train", "--budget-samples", "8", "--run-dir", str(run), "algo.group_size=4", *common]) == 0
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["steps"] == 2  # 8 / (1 x 4)
+    # a different config (e.g. a new best of a longer search): refused, unless moved aside
+    assert main(["train", "--budget-samples", "8", "--run-dir", str(run), "algo.group_size=2", *common]) == 2
+    assert main(["train", "--budget-samples", "8", "--run-dir", str(run), "--replace-stale", "algo.group_size=2",
+                 *common]) == 0
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["steps"] == 4
+    assert yaml.safe_load((tmp_path / "grpo-best-seed1.stale-1" / "config.yaml").read_text())["algo"]["group_size"] == 4

@@ -1,0 +1,50 @@
+# Stage 5: aggregate a study's runs over seeds (tables, curves), plot, render the
+# self-contained report.html (one job per study); render results/index.html. All from the
+# run dirs (analysis/), never from W&B.
+
+
+rule report_study:
+    """Tables (final, cost, curves, runs), figures and the self-contained report.html."""
+    input:
+        unpack(report_inputs),
+    output:
+        report=f"{RESULTS}/{{study}}/report.html",
+        final=f"{RESULTS}/{{study}}/final.csv",
+        final_md=f"{RESULTS}/{{study}}/final.md",
+        cost=f"{RESULTS}/{{study}}/cost.csv",
+        cost_md=f"{RESULTS}/{{study}}/cost.md",
+        curves=f"{RESULTS}/{{study}}/curves.csv",
+        runs=f"{RESULTS}/{{study}}/runs.csv",
+        summary=f"{RESULTS}/{{study}}/summary.json",
+        figures=directory(f"{RESULTS}/{{study}}/figures"),
+    log:
+        f"{LOGS}/report_study/{{study}}.log",
+    wildcard_constraints:
+        study=alternation(ALL_STUDY_NAMES),
+    params:
+        py=PY,
+        env=WITH_CHECKOUT,
+        args=report_args,
+    resources:
+        mem_mb=RES["analyze"]["mem_mb"],
+        runtime=RES["analyze"]["runtime"],
+    shell:
+        "{params.env} {params.py} -m analysis study {params.args} > {log} 2>&1"
+
+
+rule render_index:
+    input:
+        lambda wc: [report_path(s) for s in selected_studies()],
+    output:
+        f"{RESULTS}/index.html",
+    log:
+        f"{LOGS}/render_index.log",
+    params:
+        py=PY,
+        env=WITH_CHECKOUT,
+        results=RESULTS,
+    resources:
+        mem_mb=RES["analyze"]["mem_mb"],
+        runtime=RES["analyze"]["runtime"],
+    shell:
+        "{params.env} {params.py} -m analysis index --results {params.results} --out {output} > {log} 2>&1"

@@ -1,0 +1,26 @@
+# Stage 1: the base model, built once into <runs>/_base/<name>/ (an HF checkpoint dir with
+# base_info.json) and given to every run as model.name_or_path, so parallel runs never race
+# to build it.
+
+
+rule build_base_model:
+    output:
+        f"{RUNS}/_base/{{base}}/base_info.json",
+    log:
+        f"{LOGS}/build_base_model/{{base}}.log",
+    benchmark:
+        f"{BENCH}/build_base_model/{{base}}.tsv"
+    wildcard_constraints:
+        base=alternation(config["base_models"]),
+    params:
+        py=PY,
+        out=lambda wc: f"{RUNS}/_base/{wc.base}",
+        overrides=lambda wc: q([*config["base_models"][wc.base].get("overrides", []), "tracking.progress=false"]),
+    threads: RES["base_model"]["threads"]
+    resources:
+        mem_mb=RES["base_model"]["mem_mb"],
+        runtime=RES["base_model"]["runtime"],
+    shell:
+        # sft refuses a non-empty dir: clear what a changed config left behind, then build atomically
+        "rm -rf {params.out} && OMP_NUM_THREADS={threads} "
+        "{params.py} -m grpo_research.cli sft --out {params.out} {params.overrides} > {log} 2>&1"

@@ -1,0 +1,30 @@
+# Stage 3: evaluate each run's final model (runs/<study>/<run_id>/model/) on the study's
+# benchmarks with `grpo-research eval` (generation + the same scoring as `grpo-research score`),
+# into runs/<study>/<run_id>/eval/<benchmark>.json.
+
+
+rule evaluate_run:
+    input:
+        summary=f"{RUNS}/{{study}}/{{run_id}}/summary.json",
+    output:
+        f"{RUNS}/{{study}}/{{run_id}}/eval/{{benchmark}}.json",
+    log:
+        f"{LOGS}/evaluate_run/{{study}}/{{run_id}}/{{benchmark}}.log",
+    benchmark:
+        f"{BENCH}/evaluate_run/{{study}}/{{run_id}}/{{benchmark}}.tsv"
+    wildcard_constraints:
+        study=alternation(ALL_STUDY_NAMES),
+        run_id=r"[^/]+",
+        benchmark=r"[A-Za-z0-9_]+",
+    params:
+        py=PY,
+        run_dir=lambda wc: f"{RUNS}/{wc.study}/{wc.run_id}",
+        args=lambda wc: eval_args(wc.study, wc.benchmark),
+        batch=config["evaluate"]["batch_size"],
+    threads: RES["evaluate"]["threads"]
+    resources:
+        mem_mb=RES["evaluate"]["mem_mb"],
+        runtime=RES["evaluate"]["runtime"],
+    shell:
+        "{params.py} -m grpo_research.cli eval --checkpoint {params.run_dir} --benchmark {wildcards.benchmark} "
+        "--out {output} --threads {threads} --batch-size {params.batch} {params.args} > {log} 2>&1"

@@ -1,0 +1,84 @@
+# Stage 4: Optuna searches (grpo_research.hpo), one per (method, task) of `hpo.searches`.
+#
+# search_hpo runs trials (ordinary run dirs under runs/_hpo/<search>/) until hpo.n_trials are
+# COMPLETE or PRUNED in the storage (SQLite by default, any RDB URL for many workers). Neither
+# the storage nor the trial dirs are declared outputs, so an interrupted search loses nothing
+# and a rerun resumes it. export_hpo writes best.yaml and the study plots; train_hpo_rerun
+# trains the best config and the defaults with fresh seeds into runs/hpo-<search>/, a study
+# that the analyze rules report like any other (with the Optuna plots).
+
+
+rule search_hpo:
+    input:
+        base=lambda wc: base_inputs(search_model(wc.search)),
+    output:
+        f"{RESULTS}/hpo/{{search}}/trials.csv",
+    log:
+        f"{LOGS}/search_hpo/{{search}}.log",
+    benchmark:
+        f"{BENCH}/search_hpo/{{search}}.tsv"
+    wildcard_constraints:
+        search=alternation(SEARCHES),
+    params:
+        py=PY,
+        args=lambda wc: q([
+            "--name", wc.search, "--method", SEARCHES[wc.search]["method"], "--out", f"{RESULTS}/hpo/{wc.search}",
+            "--runs", f"{RUNS}/_hpo/{wc.search}", "--storage", storage_url(wc.search),
+            "--n-trials", HPO["n_trials"], "--budget-samples", HPO["budget_samples"],
+            *(["--eval-every-samples", HPO["eval_every_samples"]] if HPO.get("eval_every_samples") else []),
+            "--space", json.dumps(search_space()), "--pruner", json.dumps(HPO.get("pruner") or {"type": "median"}),
+            "--sampler-seed", HPO.get("sampler_seed", 0), "--train-seed", HPO.get("train_seed", 0),
+            "--heartbeat-interval", HPO.get("heartbeat_interval", 60), "--grace-period", HPO.get("grace_period", 180),
+            "--max-retry", HPO.get("max_retry", 2), *(["--exclusive"] if HPO.get("exclusive", True) else []),
+            *search_overrides(wc.search),
+        ]),
+    threads: RES["hpo"]["threads"]
+    resources:
+        mem_mb=RES["hpo"]["mem_mb"],
+        runtime=RES["hpo"]["runtime"],
+    shell:
+        "{params.py} -m grpo_research.hpo search {params.args} > {log} 2>&1"
+
+
+rule export_hpo:
+    input:
+        f"{RESULTS}/hpo/{{search}}/trials.csv",
+    output:
+        best=f"{RESULTS}/hpo/{{search}}/best.yaml",
+        plots=directory(f"{RESULTS}/hpo/{{search}}/plots"),
+    log:
+        f"{LOGS}/export_hpo/{{search}}.log",
+    wildcard_constraints:
+        search=alternation(SEARCHES),
+    params:
+        py=PY,
+        args=lambda wc: q(["--name", wc.search, "--method", SEARCHES[wc.search]["method"],
+                           "--out", f"{RESULTS}/hpo/{wc.search}", "--storage", storage_url(wc.search)]),
+    resources:
+        mem_mb=RES["analyze"]["mem_mb"],
+        runtime=RES["analyze"]["runtime"],
+    shell:
+        "{params.py} -m grpo_research.hpo export {params.args} > {log} 2>&1"
+
+
+rule train_hpo_rerun:
+    input:
+        rerun_inputs,
+    output:
+        f"{RUNS}/hpo-{{search}}/{{run_id}}/summary.json",
+    log:
+        f"{LOGS}/train_hpo_rerun/{{search}}/{{run_id}}.log",
+    benchmark:
+        f"{BENCH}/train_hpo_rerun/{{search}}/{{run_id}}.tsv"
+    wildcard_constraints:
+        search=alternation(SEARCHES),
+        run_id=r"[^/]+",
+    params:
+        py=PY,
+        args=rerun_args,
+    threads: RES["train"]["threads"]
+    resources:
+        mem_mb=RES["train"]["mem_mb"],
+        runtime=RES["train"]["runtime"],
+    shell:
+        "{params.py} -m grpo_research.studies train {params.args} > {log} 2>&1"

@@ -1,0 +1,32 @@
+# Stage 2: one training run per (study, run id), `grpo-research train` into runs/<study>/<run_id>/.
+#
+# Only summary.json (written last, by a finished run) is declared: Snakemake deletes the
+# declared outputs of a failed or interrupted job, never the run dir, so the trainer's
+# checkpoint survives and a rerun of the pipeline resumes the run where it stopped. No
+# `shadow:` (a shadow dir would throw the checkpoint away). If a run's study settings change,
+# the run dir holds a different config.yaml and `train` refuses it (exit 2, message in the
+# log): delete runs/<study>/<run_id> to retrain it.
+
+
+rule train_run:
+    input:
+        base=lambda wc: base_inputs(study(wc.study).model),
+    output:
+        f"{RUNS}/{{study}}/{{run_id}}/summary.json",
+    log:
+        f"{LOGS}/train_run/{{study}}/{{run_id}}.log",
+    benchmark:
+        f"{BENCH}/train_run/{{study}}/{{run_id}}.tsv"
+    wildcard_constraints:
+        study=alternation(STUDY_FILES),
+        run_id=r"[^/]+",
+    params:
+        py=PY,
+        run_dir=lambda wc: f"{RUNS}/{wc.study}/{wc.run_id}",
+        overrides=lambda wc: q(study(wc.study).run(wc.run_id).overrides),
+    threads: RES["train"]["threads"]
+    resources:
+        mem_mb=RES["train"]["mem_mb"],
+        runtime=RES["train"]["runtime"],
+    shell:
+        "{params.py} -m grpo_research.cli train --run-dir {params.run_dir} {params.overrides} > {log} 2>&1"
