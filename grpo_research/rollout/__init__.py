@@ -1,18 +1,40 @@
 """Rollout: sample G completions per prompt behind one interface.
 
-The HF backend calls `model.generate` (KV cache, batched, left padding) with seeded sampling;
-the sampler is seeded from (run seed, step), so a resumed run draws the same samples. A
+Backends (config `rollout.backend`): `hf` (this module, CPU or GPU, any Hugging Face causal
+LM) and `vllm` (`grpo_research/rollout/vllm_backend.py`, GPU extra). Both return a
+`RolloutBatch`.
+
+The HF backend decodes with the model's own forward and a `DynamicCache` (KV cache, batched,
+left padding), in a loop kept lean for RL, where every prompt is sampled G times:
+- the prompt is prefilled once per distinct prompt and its KV cache repeated G times (the G
+  copies of a prompt have the same prefill; HF `generate` computes it G times);
+- rows that ended (EOS) are dropped from the decode batch once a quarter of it has ended,
+  instead of decoding padding until the longest completion ends;
+- the sampler is HF's for these settings (logits in float32, / temperature, top-p as
+  `TopPLogitsWarper`, softmax, `torch.multinomial` over all N rows every step), so a seed draws
+  what HF `generate` draws up to float rounding, and no `generation_config.json` default of the
+  model (repetition penalty, top-k, ...) leaks in: the sampled distribution is exactly
+  softmax(top_p(logits / temperature)), the one the trainer's log-probs assume;
+- completions are decoded with one `batch_decode`.
+A model the lean loop cannot drive (encoder-decoder, or a forward without `position_ids`,
+`logits_to_keep` and a cache argument) falls back to `model.generate` with an explicit
+`GenerationConfig`.
+
+The sampler is seeded from (run seed, step), so a resumed run draws the same samples. A
 completion ends at its first EOS; one that reaches `max_new_tokens` without EOS is marked
 truncated (`finished=False`). Completion text is decoded without skipping special tokens, so
 `123<bos>` never reads as `123`.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
 
 from grpo_research.tasks.base import Problem
+
+COMPACT_FRACTION = 0.25  # drop ended rows from the decode batch once this share of it has ended
 
 
 @dataclass
@@ -31,6 +53,28 @@ class RolloutBatch:
         return 1.0 - sum(self.finished) / max(len(self.finished), 1)
 
 
+@dataclass
+class SampledRolloutBatch(RolloutBatch):
+    """A `RolloutBatch` from a backend with its own numerics (vLLM), which also reports the
+    log-prob of each sampled token as it sampled it: `rollout/logp_drift` compares them with
+    the trainer's (see vllm_backend.logp_drift)."""
+
+    sampler_logprobs: torch.Tensor | None = None  # (N, T) NaN where unknown and after EOS
+
+
+def rollout_backend(name: str, model_path=None, *, seed: int = 0, **options):
+    """The generate function of backend `name` (config `rollout.backend`), with
+    `generate`'s signature: `hf` is `generate`; `vllm` builds a colocated engine on
+    `model_path` (options: see `vllm_backend.VLLMRollout`) and returns its `generate`."""
+    if name == "hf":
+        return generate
+    if name == "vllm":
+        from grpo_research.rollout.vllm_backend import VLLMRollout
+
+        return VLLMRollout(model_path, seed=seed, **options).generate
+    raise ValueError(f"unknown rollout backend {name!r}; known: hf, vllm")
+
+
 def encode_prompts(tokenizer, prompts: list[str], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
     return enc["input_ids"].to(device), enc["attention_mask"].to(device)
@@ -42,6 +86,13 @@ def completion_mask_from(tokens: torch.Tensor, eos_id: int) -> tuple[torch.Tenso
     finished = is_eos.any(dim=1)  # (N,)
     after_eos = (is_eos.cumsum(dim=1) - is_eos.long()) > 0  # (N, T): strictly after the first EOS
     return (~after_eos).long(), finished
+
+
+def decode_completions(tokenizer, completion: torch.Tensor, cmask: torch.Tensor, finished: torch.Tensor) -> list[str]:
+    """Text of each row up to (without) its EOS, special tokens kept, in one `batch_decode`."""
+    lengths = (cmask.sum(dim=1) - finished.long()).tolist()  # (N,) tokens before EOS
+    rows = completion.tolist()
+    return tokenizer.batch_decode([r[:n] for r, n in zip(rows, lengths)], skip_special_tokens=False)
 
 
 @torch.no_grad()
@@ -57,42 +108,149 @@ def generate(
     greedy: bool = False,
     seed: int | None = None,
 ) -> RolloutBatch:
-    """Generate `n_per_prompt` completions for each problem with HF `generate`."""
+    """Generate `n_per_prompt` completions for each problem with the HF model."""
     device = next(model.parameters()).device
-    prompt_ids, prompt_mask = encode_prompts(tokenizer, [p.prompt for p in problems], device)
-    prompt_ids = prompt_ids.repeat_interleave(n_per_prompt, dim=0)  # (N, P)
-    prompt_mask = prompt_mask.repeat_interleave(n_per_prompt, dim=0)  # (N, P)
+    prompt_ids, prompt_mask = encode_prompts(tokenizer, [p.prompt for p in problems], device)  # (B, P)
     if seed is not None:
         torch.manual_seed(seed)
-    eos = tokenizer.eos_token_id
-    sampling = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": 0}
-    out = model.generate(
-        input_ids=prompt_ids,
-        attention_mask=prompt_mask,
-        do_sample=not greedy,
-        max_new_tokens=max_new_tokens,
-        eos_token_id=eos,
-        pad_token_id=tokenizer.pad_token_id,
-        use_cache=True,
-        **sampling,
-    )  # (N, P + T') with T' <= max_new_tokens
-    P = prompt_ids.shape[1]
-    completion = out[:, P:]  # (N, T')
-    cmask, finished = completion_mask_from(completion, eos)
-    completion = torch.where(cmask.bool(), completion, torch.full_like(completion, tokenizer.pad_token_id))
-    texts = []
-    for row, m, fin in zip(completion.tolist(), cmask.sum(dim=1).tolist(), finished.tolist()):
-        texts.append(tokenizer.decode(row[: m - 1 if fin else m], skip_special_tokens=False))
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    sample = sample_completions if lean_supported(model) else hf_generate_completions
+    completion = sample(model, prompt_ids, prompt_mask, n_per_prompt, max_new_tokens=max_new_tokens,
+                        temperature=temperature, top_p=top_p, greedy=greedy, eos_token_id=eos,
+                        pad_token_id=pad)  # (N, T') with T' <= max_new_tokens
+    prompt_ids = prompt_ids.repeat_interleave(n_per_prompt, dim=0)  # (N, P)
+    prompt_mask = prompt_mask.repeat_interleave(n_per_prompt, dim=0)  # (N, P)
+    cmask, finished = completion_mask_from(completion, eos)  # (N, T'), (N,)
+    completion = torch.where(cmask.bool(), completion, torch.full_like(completion, pad))
     return RolloutBatch(
         problems=[p for p in problems for _ in range(n_per_prompt)],
         input_ids=torch.cat([prompt_ids, completion], dim=1),
-        attention_mask=torch.cat([prompt_mask, cmask], dim=1),
+        attention_mask=torch.cat([prompt_mask, cmask.to(prompt_mask.dtype)], dim=1),
         completion_mask=cmask,
-        prompt_len=P,
-        completions=texts,
+        prompt_len=prompt_ids.shape[1],
+        completions=decode_completions(tokenizer, completion, cmask, finished),
         finished=finished.tolist(),
         completion_tokens=int(cmask.sum()),
     )
+
+
+# ---------------------------------------------------------------- the lean decode loop
+def _forward_params(model) -> set[str]:
+    return set(inspect.signature(type(model).forward).parameters)
+
+
+def cache_kwarg(model) -> str:
+    """transformers >= 5.2x names the cache argument `cache`; before, `past_key_values`."""
+    return "cache" if "cache" in _forward_params(model) else "past_key_values"
+
+
+def lean_supported(model) -> bool:
+    """The lean loop drives decoder-only models whose forward takes position ids, a cache and
+    `logits_to_keep` (every causal LM of transformers 5)."""
+    if getattr(model.config, "is_encoder_decoder", False):
+        return False
+    params = _forward_params(model)
+    return {"position_ids", "logits_to_keep"} <= params and ("cache" in params or "past_key_values" in params)
+
+
+def pick_tokens(logits: torch.Tensor, temperature: float, top_p: float, greedy: bool) -> torch.Tensor:
+    """(N,) next tokens from (N, V) float32 logits, as HF `generate` samples them."""
+    if greedy:
+        return logits.argmax(dim=-1)
+    if temperature != 1.0:
+        logits = logits / temperature  # TemperatureLogitsWarper
+    if top_p < 1.0:  # TopPLogitsWarper (min_tokens_to_keep=1)
+        sorted_logits, sorted_idx = torch.sort(logits, descending=False)  # (N, V)
+        remove = sorted_logits.softmax(dim=-1).cumsum(dim=-1) <= (1 - top_p)  # (N, V)
+        remove[:, -1:] = False
+        logits = logits.masked_fill(remove.scatter(1, sorted_idx, remove), -float("inf"))
+    probs = torch.softmax(logits, dim=-1)  # (N, V)
+    return torch.multinomial(probs, num_samples=1).squeeze(1)  # (N,)
+
+
+@torch.no_grad()
+def sample_completions(
+    model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, n_per_prompt: int, *, max_new_tokens: int,
+    temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False, eos_token_id: int, pad_token_id: int,
+    share_prefix: bool = True, compact: bool = True,
+) -> torch.Tensor:
+    """(N, T') completion tokens, N = B x n_per_prompt (each prompt's copies in a row), pad after
+    EOS; T' = steps until every row ended or `max_new_tokens`.
+
+    `share_prefix`: prefill each distinct prompt once and repeat its KV cache; `compact`: drop
+    ended rows from the decode batch (once `COMPACT_FRACTION` of it has ended). Neither changes
+    what is sampled beyond float rounding: the sampler still draws for all N rows each step
+    (rows not in the batch get dummy logits and their draw is discarded), as HF does.
+    """
+    from transformers import DynamicCache
+
+    B, P = prompt_ids.shape
+    G, N, device = n_per_prompt, prompt_ids.shape[0] * n_per_prompt, prompt_ids.device
+    cache = DynamicCache(config=model.config)
+    ckw = {cache_kwarg(model): cache, "use_cache": True}
+    prompt_mask = prompt_mask.long()
+    if share_prefix and G > 1:
+        pos = (prompt_mask.cumsum(dim=1) - 1).clamp(min=0)  # (B, P)
+        out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=pos, logits_to_keep=1, **ckw)
+        logits = out.logits[:, -1].float().repeat_interleave(G, dim=0)  # (N, V)
+        cache.batch_repeat_interleave(G)
+        attn = prompt_mask.repeat_interleave(G, dim=0)  # (N, P)
+        next_pos = pos[:, -1].repeat_interleave(G) + 1  # (N,)
+    else:
+        ids, attn = prompt_ids.repeat_interleave(G, dim=0), prompt_mask.repeat_interleave(G, dim=0)  # (N, P)
+        pos = (attn.cumsum(dim=1) - 1).clamp(min=0)  # (N, P)
+        logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=1, **ckw).logits[:, -1]
+        logits = logits.float()  # (N, V)
+        next_pos = pos[:, -1] + 1  # (N,)
+    tokens = torch.full((N, max_new_tokens), pad_token_id, dtype=torch.long, device=device)  # (N, T)
+    rows = torch.arange(N, device=device)  # (n,) the batch row of each decode row
+    unfinished = torch.ones(N, dtype=torch.bool, device=device)  # (N,)
+    full = logits  # (N, V) logits of every row (dummy for rows not decoded any more)
+    steps = max_new_tokens
+    for t in range(max_new_tokens):
+        picked = pick_tokens(full, temperature, top_p, greedy)  # (N,)
+        picked = torch.where(unfinished, picked, torch.full_like(picked, pad_token_id))
+        tokens[:, t] = picked
+        unfinished &= picked != eos_token_id
+        if t == max_new_tokens - 1:
+            break
+        alive = unfinished[rows]  # (n,) decode rows still running
+        n_alive = int(alive.sum())
+        if n_alive == 0:
+            steps = t + 1
+            break
+        if compact and (len(rows) - n_alive) >= COMPACT_FRACTION * len(rows):
+            keep = alive.nonzero().squeeze(1)  # (n',)
+            cache.batch_select_indices(keep)
+            rows, attn, next_pos = rows[keep], attn[keep], next_pos[keep]
+        step_ids = tokens[rows, t].unsqueeze(1)  # (n, 1)
+        attn = torch.cat([attn, attn.new_ones(len(rows), 1)], dim=1)  # (n, P + t + 1)
+        out = model(input_ids=step_ids, attention_mask=attn, position_ids=next_pos.unsqueeze(1), **ckw)
+        next_pos = next_pos + 1
+        logits = out.logits[:, -1].float()  # (n, V)
+        if len(rows) == N:
+            full = logits
+        else:
+            full = logits.new_zeros(N, logits.shape[-1])
+            full[rows] = logits
+    return tokens[:, :steps]
+
+
+@torch.no_grad()
+def hf_generate_completions(
+    model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, n_per_prompt: int, *, max_new_tokens: int,
+    temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False, eos_token_id: int, pad_token_id: int,
+) -> torch.Tensor:
+    """The fallback: `model.generate` with an explicit GenerationConfig (no model defaults)."""
+    from transformers import GenerationConfig
+
+    ids = prompt_ids.repeat_interleave(n_per_prompt, dim=0)  # (N, P)
+    mask = prompt_mask.repeat_interleave(n_per_prompt, dim=0)  # (N, P)
+    sampling = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": 0}
+    gen_cfg = GenerationConfig(do_sample=not greedy, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id,
+                               pad_token_id=pad_token_id, use_cache=True, **sampling)
+    out = model.generate(input_ids=ids, attention_mask=mask, generation_config=gen_cfg)  # (N, P + T')
+    return out[:, ids.shape[1]:]
 
 
 def select_and_concat(batches: list[RolloutBatch], rows: list[list[int]], pad_id: int) -> RolloutBatch:
@@ -118,6 +276,11 @@ def select_and_concat(batches: list[RolloutBatch], rows: list[list[int]], pad_id
         completions += [b.completions[i] for i in idx]
         finished += [b.finished[i] for i in idx]
     cm = torch.cat(cmask)
-    return RolloutBatch(problems=problems, input_ids=torch.cat(ids), attention_mask=torch.cat(attn),
-                        completion_mask=cm, prompt_len=P, completions=completions, finished=finished,
-                        completion_tokens=int(cm.sum()))
+    fields = dict(problems=problems, input_ids=torch.cat(ids), attention_mask=torch.cat(attn), completion_mask=cm,
+                  prompt_len=P, completions=completions, finished=finished, completion_tokens=int(cm.sum()))
+    if all(getattr(b, "sampler_logprobs", None) is not None for b in batches):
+        lps = [torch.cat([b.sampler_logprobs[torch.tensor(idx)],
+                          torch.full((len(idx), T - b.sampler_logprobs.shape[1]), float("nan"))], 1)
+               for b, idx in zip(batches, rows) if idx]
+        return SampledRolloutBatch(**fields, sampler_logprobs=torch.cat(lps))
+    return RolloutBatch(**fields)

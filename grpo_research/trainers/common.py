@@ -41,15 +41,69 @@ def token_logprobs(
     position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)  # (N, L)
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                 logits_to_keep=n_completion + 1, use_cache=False)
-    logits = out.logits[:, :-1].float() / temperature  # (N, T, V): logits predicting each completion token
-    targets = input_ids[:, -n_completion:]  # (N, T)
-    logp_all = F.log_softmax(logits, dim=-1)  # (N, T, V)
-    logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (N, T)
+    # (N, T, V): logits predicting each completion token
+    return logprobs_from_logits(out.logits[:, :-1], input_ids[:, -n_completion:], temperature, with_entropy)
+
+
+def logprobs_from_logits(
+    logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0, with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(log-probs (N, T) of `targets` (N, T), entropy (N, T) or None) under softmax(logits / temperature).
+
+    log p = logit[target] - logsumexp(logits): no (N, T, V) log-softmax tensor is kept for backward
+    (autograd keeps the logits, which exist anyway); entropy = logsumexp - sum(p * logits)."""
+    logits = logits.float()  # (N, T, V) no copy when already float32
+    if temperature != 1.0:
+        logits = logits / temperature
+    lse = torch.logsumexp(logits, dim=-1)  # (N, T)
+    logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse  # (N, T)
     entropy = None
     if with_entropy:
         with torch.no_grad():
-            entropy = -(logp_all.exp() * logp_all).sum(-1)  # (N, T)
+            entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)  # (N, T)
     return logp, entropy
+
+
+def token_logprobs_shared_prefix(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int, temperature: float = 1.0,
+    with_entropy: bool = False, *, group_size: int,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`token_logprobs` (same result up to float rounding, gradients included) for a batch laid
+    out as the rollout returns it: rows in groups of `group_size` that share one prompt. Each
+    prompt goes through the model once; its KV cache (with gradient) is repeated over the group,
+    then all completions go through one forward on that cache. The prompt's tokens are computed
+    once instead of G times (GRPO at G = 8 with 8-token prompts and ~10-token completions: ~40 %
+    fewer tokens through the model, forward and backward).
+    `functools.partial(token_logprobs_shared_prefix, group_size=G)` is a drop-in for `token_logprobs`.
+
+    Falls back to `token_logprobs` when the rows do not come in such groups or the model's
+    forward takes no cache."""
+    from grpo_research.rollout import cache_kwarg, lean_supported
+
+    N, L = input_ids.shape
+    T, G = n_completion, group_size
+    P = L - T
+    if G <= 1 or N % G or P < 1 or T < 1 or not lean_supported(model):
+        return token_logprobs(model, input_ids, attention_mask, T, temperature, with_entropy)
+    B = N // G
+    p_ids = input_ids[:, :P].reshape(B, G, P)  # (B, G, P)
+    p_mask = attention_mask[:, :P].reshape(B, G, P)  # (B, G, P)
+    if not (bool((p_ids == p_ids[:, :1]).all()) and bool((p_mask == p_mask[:, :1]).all())):
+        return token_logprobs(model, input_ids, attention_mask, T, temperature, with_entropy)
+    from transformers import DynamicCache
+
+    position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)  # (N, L)
+    cache = DynamicCache(config=model.config)
+    ckw = {cache_kwarg(model): cache, "use_cache": True}
+    head = model(input_ids=p_ids[:, 0], attention_mask=p_mask[:, 0], position_ids=position_ids[::G, :P],
+                 logits_to_keep=1, **ckw).logits  # (B, 1, V): predicts the first completion token
+    cache.batch_repeat_interleave(G)  # (N, ...) per layer
+    logits = head.repeat_interleave(G, dim=0)  # (N, 1, V)
+    if T > 1:  # completion tokens 1..T-1 predict tokens 2..T
+        tail = model(input_ids=input_ids[:, P : L - 1], attention_mask=attention_mask[:, : L - 1],
+                     position_ids=position_ids[:, P : L - 1], **ckw).logits  # (N, T - 1, V)
+        logits = torch.cat([logits, tail], dim=1)  # (N, T, V)
+    return logprobs_from_logits(logits, input_ids[:, P:], temperature, with_entropy)
 
 
 @torch.no_grad()
