@@ -24,6 +24,8 @@ Metric keys (training rows; evaluation rows carry `step`, `samples`, `eval/accur
 | masked_frac | share of completions a reward term masked (e.g. sandbox errors), left out of the loss |
 | dropped_groups, rollout_rounds | dynamic sampling (DAPO): groups dropped for equal rewards, rollout rounds used |
 | cost/... | memory, throughput and MFU: see grpo_research/trainers/cost.py |
+| value_loss, explained_variance, value_mean, return_mean, adv_mean, adv_std | PPO: critic loss, 1 - Var(returns - values)/Var(returns) (null when returns are constant), means, advantages before whitening |
+| pg_loss, approx_kl, kl_penalty, value_clip_frac, critic_grad_norm, critic_lr, critic_only | PPO: policy term, KL(old, new), mean per-token reward penalty, clipped-value share, critic optimizer, critic warm-up step |
 | lr, grad_norm | learning rate and gradient norm before clipping |
 | loss | the aggregated training loss |
 | step_s, rollout_s, update_s | seconds: whole step, generation, log-probs + update |

@@ -22,6 +22,7 @@ Departures from the paper:
 """
 from __future__ import annotations
 
+import functools
 import json
 import random
 import time
@@ -91,6 +92,9 @@ class GRPOTrainer:
         n_updates = cfg.train.steps * cfg.algo.num_iterations
         self.sched = common.make_scheduler(self.opt, o.warmup_steps, n_updates, o.schedule, o.min_lr_ratio)
         self.data_rng = random.Random(cfg.seed)
+        # log-prob forwards: each group's shared prompt once (equal results up to float rounding)
+        self.logprobs = (functools.partial(common.token_logprobs_shared_prefix, group_size=cfg.algo.group_size)
+                         if cfg.train.shared_prefix else common.token_logprobs)
         self.heldout = self.task.heldout_problems(cfg.train.eval_size)
         self.step = 0
         self.samples = 0
@@ -182,18 +186,18 @@ class GRPOTrainer:
         ref_logp = None
         if self.ref is not None:
             with torch.inference_mode():
-                ref_logp, _ = common.token_logprobs(self.ref, batch.input_ids, batch.attention_mask, T,
+                ref_logp, _ = self.logprobs(self.ref, batch.input_ids, batch.attention_mask, T,
                                                     cfg.rollout.temperature)
             ref_logp = ref_logp.clone()  # (N, T) a normal tensor, usable in autograd
         old_logp = None
         if a.num_iterations > 1:
             with torch.no_grad():
-                old_logp, _ = common.token_logprobs(self.policy, batch.input_ids, batch.attention_mask, T,
+                old_logp, _ = self.logprobs(self.policy, batch.input_ids, batch.attention_mask, T,
                                                     cfg.rollout.temperature)
 
         stats: dict[str, float] = {}
         for it in range(a.num_iterations):
-            logp, entropy = common.token_logprobs(self.policy, batch.input_ids, batch.attention_mask, T,
+            logp, entropy = self.logprobs(self.policy, batch.input_ids, batch.attention_mask, T,
                                                   cfg.rollout.temperature, with_entropy=(it == 0))
             old = logp.detach() if old_logp is None else old_logp  # (N, T)
             per_token = surrogate(logp, old, advantages, mask, a.clip_eps, eps_high)  # (N, T)
