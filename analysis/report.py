@@ -19,7 +19,7 @@ color:#222;line-height:1.45}
 h1{margin-bottom:.2em} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
 table{border-collapse:collapse;margin:1em 0;font-size:.92em} th,td{border:1px solid #ccc;padding:.3em .6em;
 text-align:right} th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
-.best{font-weight:bold;background:#eef7ee} .muted{color:#666;font-size:.9em}
+.best{font-weight:bold;background:#eef7ee} td.l,th.l{text-align:left} .muted{color:#666;font-size:.9em}
 figure{margin:1em 0} figure img{max-width:100%;border:1px solid #eee} figcaption{color:#555;font-size:.9em}
 .grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(480px,1fr));gap:1em}
 pre{background:#f7f7f7;padding:.8em;overflow-x:auto} ul.overlap li{margin:.15em 0}
@@ -184,11 +184,11 @@ def render_index(results_dir: str | Path, out: str | Path | None = None) -> Path
                              for b, v in best.items())
         rel = (d / "report.html").relative_to(out.parent) if d.is_relative_to(out.parent) else (d / "report.html")
         items.append(f"<tr><td><a href=\"{html.escape(str(rel))}\">{html.escape(meta['study'])}</a></td>"
-                     f"<td>{html.escape(meta.get('description', ''))[:300]}</td><td>{meta['n_runs']}</td>"
-                     f"<td>{len(meta['variants'])}</td><td>{best_txt}</td></tr>")
+                     f"<td class=l>{html.escape(meta.get('description', ''))[:300]}</td><td>{meta['n_runs']}</td>"
+                     f"<td>{len(meta['variants'])}</td><td class=l>{best_txt}</td></tr>")
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    body = ("<table><thead><tr><th>study</th><th>description</th><th>runs</th><th>variants</th>"
-            "<th>highest mean per benchmark</th></tr></thead><tbody>" + "".join(items) + "</tbody></table>"
+    body = ("<table><thead><tr><th>study</th><th class=l>description</th><th>runs</th><th>variants</th>"
+            "<th class=l>highest mean per benchmark</th></tr></thead><tbody>" + "".join(items) + "</tbody></table>"
             if items else "<p>No study reports yet.</p>")
     doc = (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>grpo-research results</title>"
            f"<style>{CSS}</style></head><body><h1>grpo-research results</h1>"
