@@ -6,13 +6,14 @@ A variant is `NAME:SPEC`; SPEC is space-separated config overrides (`key=value`)
 config key:
 
   +shared_prefix  log-prob forwards through `token_logprobs_shared_prefix` (prompt once per group)
+  +one_forward    log-prob forwards through `token_logprobs` (one left-padded forward per pass)
   +hf_generate    rollout through `model.generate` (the fallback path) instead of the lean loop
   +compile        `torch.compile(dynamic=True)` on the forward of policy and reference
   +eager_attn     attention implementation "eager" instead of "sdpa"
   +fused_adamw    AdamW(fused=True) instead of the default for-loop implementation
 
     python benchmarks/ab.py --variant base: --variant bf16:model.dtype=bfloat16 --repeats 5
-    python benchmarks/ab.py --variant before:+hf_generate --variant after: --threads 1
+    python benchmarks/ab.py --variant before:"+hf_generate +one_forward" --variant after: --threads 1
 
 Prints each run, then per variant the median samples/s and its ratio to the first variant
 (ratio of medians, and the median of per-round ratios).
@@ -29,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, default_model_dir, git_commit, machine_line, median, worker_env  # noqa: E402
 
-PATCHES = ("shared_prefix", "hf_generate", "compile", "eager_attn", "fused_adamw")
+PATCHES = ("shared_prefix", "one_forward", "hf_generate", "compile", "eager_attn", "fused_adamw")
 
 
 def apply_patches(patches: list[str], group_size: int) -> list[str]:
@@ -37,10 +38,10 @@ def apply_patches(patches: list[str], group_size: int) -> list[str]:
 
     extra: list[str] = []
     for name in patches:
-        if name == "shared_prefix":
-            from vs_trl import enable_shared_prefix
+        if name in ("shared_prefix", "one_forward"):
+            from vs_trl import force_shared_prefix
 
-            extra += enable_shared_prefix(group_size)
+            extra += force_shared_prefix(name == "shared_prefix", group_size)
         elif name == "hf_generate":
             import grpo_research.rollout as rollout
 

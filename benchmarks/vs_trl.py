@@ -17,7 +17,7 @@ median samples/s and peak RSS, and as the LAST line `ratio_vs_trl=<ours / TRL sa
 
     python benchmarks/vs_trl.py                  # 3 rounds x 10 timed steps, 1 thread
     python benchmarks/vs_trl.py --threads 2 --repeats 5
-    python benchmarks/vs_trl.py --shared-prefix  # also the trainer with shared-prefix log-prob forwards
+    python benchmarks/vs_trl.py --shared-prefix  # also our trainer with the other train.shared_prefix
 """
 from __future__ import annotations
 
@@ -40,25 +40,35 @@ REWARD_WEIGHTS = {"correct": 1.0, "format": 0.2}
 
 
 # ------------------------------------------------------------------ our trainer
-def enable_shared_prefix(group_size: int) -> list[str]:
-    """The trainer with its log-prob forwards on `token_logprobs_shared_prefix`: the config
-    key when the trainer has it (see RESULTS.md), else the same call swapped in here."""
+def force_shared_prefix(on: bool, group_size: int) -> list[str]:
+    """Our trainer with (`on`) or without shared-prefix log-prob forwards: the config key
+    `train.shared_prefix` where the trainer has it, else (`on` only) `token_logprobs_shared_prefix`
+    swapped in for `token_logprobs` here, exactly what the key selects."""
     from grpo_research.config import RunConfig
     from grpo_research.trainers import common
 
     if hasattr(RunConfig().train, "shared_prefix"):
-        return ["train.shared_prefix=true"]
-    common.token_logprobs = functools.partial(common.token_logprobs_shared_prefix, group_size=group_size)
+        return [f"train.shared_prefix={'true' if on else 'false'}"]
+    if on:
+        common.token_logprobs = functools.partial(common.token_logprobs_shared_prefix, group_size=group_size)
     return []
 
 
+def other_shared_prefix_side() -> str:
+    """The extra side of --shared-prefix: the setting the trainer does not use by default."""
+    from grpo_research.config import RunConfig
+
+    return "ours-shared" if getattr(RunConfig().train, "shared_prefix", False) else "ours+shared"
+
+
 def run_ours(model_dir: str, steps: int, threads: int, seed: int, extra: list[str],
-             shared_prefix: bool = False) -> dict:
+             shared_prefix: bool | None = None, side: str = "ours") -> dict:
+    """Our trainer; `shared_prefix` None: its default log-prob forwards, True/False: forced."""
     from grpo_research.config import load_config
     from grpo_research.trainers.grpo import GRPOTrainer
 
-    if shared_prefix:
-        extra = [*extra, *enable_shared_prefix(G)]
+    if shared_prefix is not None:
+        extra = [*extra, *force_shared_prefix(shared_prefix, G)]
 
     overrides = [
         f"seed={seed}", f"rollout.max_new_tokens={MAX_NEW}", f"rollout.prompts_per_step={PROMPTS}",
@@ -77,7 +87,7 @@ def run_ours(model_dir: str, steps: int, threads: int, seed: int, extra: list[st
     rows = [trainer.train_step() for _ in range(steps)]
     elapsed = time.perf_counter() - t0
     samples = trainer.samples - s0
-    return {"side": "ours+shared" if shared_prefix else "ours", "samples_per_s": samples / elapsed,
+    return {"side": side, "samples_per_s": samples / elapsed,
             "step_s": elapsed / steps,
             "completion_len": sum(r["completion_len"] for r in rows) / steps,
             "reward": sum(r["reward_mean"] for r in rows) / steps, "peak_rss_mb": peak_rss_mb()}
@@ -151,8 +161,9 @@ def worker(args) -> None:
     if args.worker == "trl":
         res = run_trl(str(args.model_dir), args.steps, args.threads, args.seed, args.trl_override)
     else:
+        forced = {"ours+shared": True, "ours-shared": False}.get(args.worker)
         res = run_ours(str(args.model_dir), args.steps, args.threads, args.seed, args.ours_override,
-                       shared_prefix=args.worker == "ours+shared")
+                       shared_prefix=forced, side=args.worker)
     print("RESULT " + json.dumps(res), flush=True)
 
 
@@ -182,8 +193,9 @@ def main() -> None:
     ap.add_argument("--ours-override", action="append", default=[], help="extra key=value for our config")
     ap.add_argument("--trl-override", action="append", default=[], help="extra GRPOConfig field=json-value")
     ap.add_argument("--shared-prefix", action="store_true",
-                    help="also run our trainer with shared-prefix log-prob forwards (side 'ours+shared')")
-    ap.add_argument("--worker", choices=["ours", "ours+shared", "trl"], help=argparse.SUPPRESS)
+                    help="also run our trainer with the other setting of train.shared_prefix: side 'ours+shared' "
+                         "(shared-prefix log-prob forwards) or 'ours-shared' (one left-padded forward)")
+    ap.add_argument("--worker", choices=["ours", "ours+shared", "ours-shared", "trl"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         return worker(args)
@@ -192,7 +204,8 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}  commit {git_commit()}  {machine_line()}")
     print(f"# model {args.model_dir}  threads {args.threads}  steps {args.steps} (+1 warm-up)  "
           f"{PROMPTS} prompts x G={G}  max_new_tokens {MAX_NEW}")
-    sides = ("ours", "ours+shared", "trl") if args.shared_prefix else ("ours", "trl")
+    other = other_shared_prefix_side()
+    sides = ("ours", other, "trl") if args.shared_prefix else ("ours", "trl")
     results = {side: [] for side in sides}
     for r in range(args.repeats):
         for side in (sides if r % 2 == 0 else sides[::-1]):
@@ -207,9 +220,10 @@ def main() -> None:
               f"peak RSS median {median([x['peak_rss_mb'] for x in results[side]]):.0f} MB")
     trl = median([x["samples_per_s"] for x in results["trl"]])
     if args.shared_prefix:
-        sp = [o["samples_per_s"] / t["samples_per_s"] for o, t in zip(results["ours+shared"], results["trl"])]
-        print(f"ours+shared per-round ratios: {', '.join(f'{x:.2f}' for x in sp)}")
-        print(f"ratio_shared_prefix_vs_trl={median([x['samples_per_s'] for x in results['ours+shared']]) / trl:.2f}")
+        sp = [o["samples_per_s"] / t["samples_per_s"] for o, t in zip(results[other], results["trl"])]
+        print(f"{other} per-round ratios: {', '.join(f'{x:.2f}' for x in sp)}")
+        key = "ratio_shared_prefix_vs_trl" if other == "ours+shared" else "ratio_one_forward_vs_trl"
+        print(f"{key}={median([x['samples_per_s'] for x in results[other]]) / trl:.2f}")
     print(f"per-round ratios: {', '.join(f'{x:.2f}' for x in ratios)}")
     ours = median([x["samples_per_s"] for x in results["ours"]])
     print(f"ratio_vs_trl={ours / trl:.2f}")

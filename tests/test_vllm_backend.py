@@ -70,6 +70,9 @@ def test_backend_registry():
     assert rollout_backend("hf") is generate
     with pytest.raises(ValueError, match="unknown rollout backend"):
         rollout_backend("sglang")
+    if not HAS_VLLM_GPU:
+        with pytest.raises(RuntimeError, match="needs a CUDA device and vLLM"):
+            rollout_backend("vllm", "unused", seed=0)
 
 
 @pytest.mark.gpu
