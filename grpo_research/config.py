@@ -205,7 +205,7 @@ class TrainConfig:
     samples_every: int = _f(100, "Write a table of rollout samples to samples/ every this many steps.", gt(0))
     threads: int = _f(0, "torch CPU threads (0: leave torch's default).", ge(0))
     shared_prefix: bool = _f(
-        True, "Log-prob forwards compute each group's shared prompt once (benchmarks/RESULTS.md: 1.59x TRL vs 1.11x)."
+        True, "Log-prob forwards compute each group's shared prompt once (benchmarks/RESULTS.md: about 1.5x TRL vs 1.1-1.2x)."
     )
 
 
