@@ -12,16 +12,13 @@ import torch
 from grpo_research.config import load_config
 from grpo_research.tracking import read_metrics
 from grpo_research.trainers.common import EXIT_PREEMPTED, load_checkpoint
+from tests.helpers import deterministic
 
 EXE = str(Path(sys.executable).with_name("grpo-research"))
 FAST = ["train.eval_size=20", "train.threads=1", "rollout.prompts_per_step=2", "algo.group_size=4",
         "rollout.max_new_tokens=10", "reward.weights={overlong: 1.0}", "optim.lr=1e-2", "tracking.progress=false",
         "tracking.wandb=disabled"]
-TIMING = ("step_s", "rollout_s", "update_s", "peak_mem_mb", "eval_s")
-
-
-def _strip(rows):
-    return [{k: v for k, v in r.items() if k not in TIMING and not k.startswith("cost/")} for r in rows]
+_strip = deterministic
 
 
 def test_sigterm_checkpoints_exits_resumable_and_resume_matches(tiny_model_dir, tmp_path):

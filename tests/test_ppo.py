@@ -4,10 +4,7 @@ trunk), kill-and-resume equality, and `grpo-research cost --json`."""
 import json
 import math
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +23,7 @@ from grpo_research.algorithms.ppo import (
 )
 from grpo_research.cli import main
 from grpo_research.tracking import read_metrics
+from tests.helpers import deterministic, kill_after_step
 
 EXE = str(Path(sys.executable).with_name("grpo-research"))
 # As in test_train_cli.py: an untrained model's completion lengths vary, so the length-shaped
@@ -228,9 +226,7 @@ def test_shared_trunk_and_kl_in_loss(tiny_model_dir, tmp_path):
     assert sum(not torch.equal(before[k], after[k]) for k in before) > len(before) // 2
 
 
-def _strip(rows):
-    timing = ("step_s", "rollout_s", "update_s", "peak_mem_mb", "eval_s")
-    return [{k: v for k, v in r.items() if k not in timing and not k.startswith("cost/")} for r in rows]
+_strip = deterministic
 
 
 def test_ppo_kill_and_resume_matches_uninterrupted_run(tiny_model_dir, tmp_path):
@@ -240,18 +236,8 @@ def test_ppo_kill_and_resume_matches_uninterrupted_run(tiny_model_dir, tmp_path)
     run = tmp_path / "killed"
     args = _train_args(tiny_model_dir, run, *common)
     env = {**os.environ, "WANDB_MODE": "disabled"}
-    proc = subprocess.Popen([EXE, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     metrics = run / "metrics.jsonl"
-    deadline = time.time() + 120
-    killed_at = None
-    while time.time() < deadline and proc.poll() is None:
-        if metrics.exists():
-            steps = [json.loads(l)["step"] for l in metrics.read_text().splitlines() if l.strip()]
-            if steps and max(steps) >= 12:
-                proc.send_signal(signal.SIGKILL)
-                killed_at = max(steps)
-                break
-        time.sleep(0.002)
+    proc, killed_at = kill_after_step([EXE, *args], metrics, 12, env)
     proc.wait()
     assert killed_at is not None and killed_at < 30, "the run finished before it could be killed"
     assert not (run / "summary.json").exists()

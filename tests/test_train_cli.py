@@ -2,10 +2,8 @@
 changed, kill-and-resume ends with the same metrics as an uninterrupted run."""
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -14,6 +12,7 @@ from safetensors.torch import load_file
 
 from grpo_research.cli import main
 from grpo_research.tracking import read_metrics
+from tests.helpers import deterministic, kill_after_step
 
 EXE = str(Path(sys.executable).with_name("grpo-research"))
 # Completion lengths of an untrained model vary, so a length-shaped reward gives every group
@@ -23,7 +22,6 @@ FAST = [
     "rollout.max_new_tokens=10", "reward.weights={overlong: 1.0, format: 0.2}",
     "reward.options={overlong: {max_len: 10, cache: 9}}", "optim.lr=1e-2", "tracking.progress=false",
 ]
-TIMING = ("step_s", "rollout_s", "update_s", "peak_mem_mb", "eval_s")
 
 
 def _train_args(model_dir, run_dir, *extra):
@@ -61,8 +59,7 @@ def test_smoke_run_writes_files_and_changes_parameters(tiny_model_dir, tmp_path)
     assert len(changed) > len(before) // 2
 
 
-def _strip(rows):
-    return [{k: v for k, v in r.items() if k not in TIMING and not k.startswith("cost/")} for r in rows]
+_strip = deterministic
 
 
 def test_kill_and_resume_matches_uninterrupted_run(tiny_model_dir, tmp_path):
@@ -73,18 +70,8 @@ def test_kill_and_resume_matches_uninterrupted_run(tiny_model_dir, tmp_path):
                    capture_output=True)
     run = tmp_path / "killed"
     cmd = [EXE, *_train_args(tiny_model_dir, run, *common)]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     metrics = run / "metrics.jsonl"
-    deadline = time.time() + 120
-    killed_at = None
-    while time.time() < deadline and proc.poll() is None:
-        if metrics.exists():
-            steps = [json.loads(l)["step"] for l in metrics.read_text().splitlines() if l.strip()]
-            if steps and max(steps) >= 12:
-                proc.send_signal(signal.SIGKILL)
-                killed_at = max(steps)
-                break
-        time.sleep(0.005)
+    proc, killed_at = kill_after_step(cmd, metrics, 12, env)
     proc.wait()
     assert killed_at is not None and killed_at < 30, "the run finished before it could be killed"
     assert not (run / "summary.json").exists()
