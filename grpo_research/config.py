@@ -79,6 +79,8 @@ class ModelConfig:
         "Where built base models are cached (env GRPO_RESEARCH_CACHE overrides the default).",
     )
     dtype: str = _f("float32", "Parameter dtype of policy and reference.", one_of("float32", "bfloat16", "float16"))
+    device: str = _f("auto", "Where the models train: auto (cuda when available, else cpu), cpu or cuda.",
+                     one_of("auto", "cpu", "cuda"))
     hidden_size: int = _f(128, "tiny model: hidden size.", gt(0))
     num_layers: int = _f(4, "tiny model: transformer layers.", gt(0))
     num_heads: int = _f(4, "tiny model: attention heads.", gt(0))
@@ -134,7 +136,10 @@ class RewardConfig:
 
 @dataclass
 class RolloutConfig:
-    backend: str = _f("hf", "Generation backend.", one_of("hf"))
+    backend: str = _f("hf", "Generation backend: hf (transformers, CPU or GPU) or vllm (a vLLM engine colocated with "
+                      "training, GPU, extra `gpu`; logs rollout/logp_drift).", one_of("hf", "vllm"))
+    vllm: dict = _f({}, "vllm backend: engine options (gpu_memory_utilization, dtype, max_model_len, enforce_eager, "
+                    "any vLLM EngineArgs); see grpo_research/rollout/vllm_backend.py.")
     prompts_per_step: int = _f(8, "Prompts per training step (each sampled `algo.group_size` times).", gt(0))
     temperature: float = _f(1.0, "Sampling temperature (log-probs use the same temperature).", gt(0))
     top_p: float = _f(1.0, "Nucleus sampling threshold.", lambda v: None if 0 < v <= 1 else "must be in (0, 1]")

@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from grpo_research.config import ConfigError, load_config
 from grpo_research.rollout import SampledRolloutBatch, encode_prompts, generate, rollout_backend
 from grpo_research.rollout.vllm_backend import logp_drift, outputs_to_batch, request_seeds
 from grpo_research.tasks.base import Problem
@@ -71,7 +72,7 @@ def test_backend_registry():
     with pytest.raises(ValueError, match="unknown rollout backend"):
         rollout_backend("sglang")
     if not HAS_VLLM_GPU:
-        with pytest.raises(RuntimeError, match="needs a CUDA device and vLLM"):
+        with pytest.raises(ConfigError, match="needs a CUDA device and vLLM"):
             rollout_backend("vllm", "unused", seed=0)
 
 
@@ -107,3 +108,45 @@ def test_vllm_engine_samples_syncs_and_drifts_little(tiny_model_dir, tok):
     assert engine.syncs == 2
     if bound < 0.05:  # float32 on both sides: greedy decoding agrees
         assert greedy.completions == hf.completions
+
+
+def test_trainer_logs_logp_drift_of_a_sampling_backend(tiny_model_dir, tmp_path):
+    """The trainer's wiring on CPU: a backend that returns the sampler's log-probs (here the HF
+    sampler, with the log-probs shifted by a known 0.25 on every sampled token) gets
+    rollout/logp_drift logged; the HF backend gets none."""
+    import dataclasses
+
+    from grpo_research.trainers import common
+    from grpo_research.trainers.grpo import GRPOTrainer
+
+    cfg = load_config(None, [f"model.name_or_path={tiny_model_dir}", "rollout.prompts_per_step=2",
+                             "algo.group_size=4", "rollout.max_new_tokens=8", "train.eval_size=4"])
+    run = tmp_path / "r"
+    run.mkdir()
+    t = GRPOTrainer(cfg, run, tiny_model_dir)
+    assert "rollout/logp_drift" not in t.train_step()
+
+    def sampling_backend(model, tokenizer, problems, n_per_prompt=1, **kw):
+        b = generate(model, tokenizer, problems, n_per_prompt, **kw)
+        with torch.no_grad():
+            lp, _ = common.token_logprobs(model, b.input_ids, b.attention_mask, b.completion_mask.shape[1],
+                                          kw["temperature"])
+        lp = torch.where(b.completion_mask.bool(), lp + 0.25, torch.full_like(lp, float("nan")))
+        return SampledRolloutBatch(**{f.name: getattr(b, f.name) for f in dataclasses.fields(b)}, sampler_logprobs=lp)
+
+    t.generate = sampling_backend
+    row = t.train_step()
+    assert row["rollout/logp_drift"] == pytest.approx(0.25, abs=1e-4)
+
+
+def test_cuda_device_without_cuda_is_a_usage_error(tiny_model_dir, tmp_path, capsys):
+    from grpo_research.cli import main
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible")
+    rc = main(["train", "--run-dir", str(tmp_path / "r"), f"model.name_or_path={tiny_model_dir}", "model.device=cuda"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "model.device=cuda" in err and len(err.strip().splitlines()) == 1
+    rc = main(["train", "--run-dir", str(tmp_path / "v"), f"model.name_or_path={tiny_model_dir}", "rollout.backend=vllm"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "rollout.backend=vllm" in err and len(err.strip().splitlines()) == 1

@@ -72,7 +72,9 @@ def rollout_backend(name: str, model_path=None, *, seed: int = 0, **options):
         import importlib.util
 
         if importlib.util.find_spec("vllm") is None or not torch.cuda.is_available():
-            raise RuntimeError("rollout.backend=vllm needs a CUDA device and vLLM (extra `gpu`, in its own "
+            from grpo_research.config import ConfigError
+
+            raise ConfigError("rollout.backend=vllm needs a CUDA device and vLLM (extra `gpu`, in its own "
                                "environment: see README); use rollout.backend=hf on this machine")
         from grpo_research.rollout.vllm_backend import VLLMRollout
 

@@ -30,6 +30,7 @@ Metric keys (training rows; evaluation rows carry `step`, `samples`, `eval/accur
 | loss | the aggregated training loss |
 | step_s, rollout_s, update_s | seconds: whole step, generation, log-probs + update |
 | peak_mem_mb | peak resident memory of the process (CPU) or peak CUDA memory |
+| rollout/logp_drift | rollout.backend=vllm: mean abs(logp under vLLM - logp under the trainer) on the sampled tokens |
 """
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from grpo_research.config import ConfigError
 from grpo_research.rollout import generate
 from grpo_research.tasks.base import Problem, Task
 
@@ -252,3 +253,25 @@ class StopFlag:
     def restore(self) -> None:
         if self._previous is not None:
             signal.signal(signal.SIGTERM, self._previous)
+
+
+def resolve_device(name: str) -> torch.device:
+    """Config `model.device`: auto is cuda when a CUDA device is visible, else cpu."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("model.device=cuda but no CUDA device is visible; use model.device=auto or cpu")
+    return torch.device(name)
+
+
+def batch_to(batch, device: torch.device):
+    """The rollout batch with its tensors on `device` (a no-op when they already are)."""
+    import dataclasses
+
+    if batch.input_ids.device == device:
+        return batch
+    moved = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
+    for k, v in moved.items():
+        if isinstance(v, torch.Tensor):
+            moved[k] = v.to(device)
+    return type(batch)(**moved)

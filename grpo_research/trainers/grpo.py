@@ -44,7 +44,8 @@ from grpo_research.algorithms import (
 from grpo_research.config import RunConfig
 from grpo_research.models import load_causal_lm
 from grpo_research.rewards import RewardBatch, build_reward
-from grpo_research.rollout import RolloutBatch, generate, select_and_concat
+from grpo_research.rollout import RolloutBatch, SampledRolloutBatch, rollout_backend, select_and_concat
+from grpo_research.rollout.vllm_backend import logp_drift
 from grpo_research.tasks import get_task
 from grpo_research.tracking import Tracker
 from grpo_research.trainers import common
@@ -76,13 +77,19 @@ class GRPOTrainer:
             torch.set_num_threads(cfg.train.threads)
         common.seed_everything(cfg.seed)
         self.task = task_from_config(cfg)
+        self.device = common.resolve_device(cfg.model.device)
         self.policy, self.tokenizer = load_causal_lm(model_path, cfg.model.dtype)
+        self.policy.to(self.device)
+        # rollout.backend: hf -> rollout.generate; vllm -> a colocated engine's generate (same signature),
+        # which pushes the policy's weights into the engine whenever they changed since its last rollout
+        self.generate = rollout_backend(cfg.rollout.backend, model_path, seed=cfg.seed, **cfg.rollout.vllm) \
+            if cfg.rollout.backend == "vllm" else rollout_backend("hf")
         self.reward_fn = build_reward(self.task, cfg.reward.weights, self._reward_options())
         self.policy.train()
         self.ref = None
         if cfg.algo.beta > 0:
             self.ref, _ = load_causal_lm(model_path, cfg.model.dtype)
-            self.ref.eval().requires_grad_(False)
+            self.ref.to(self.device).eval().requires_grad_(False)
         o = cfg.optim
         self.opt = common.make_optimizer(self.policy.parameters(), o.lr, o.weight_decay, (o.beta1, o.beta2))
         self.cost = CostMeter(next(self.policy.parameters()).device)
@@ -124,7 +131,7 @@ class GRPOTrainer:
         kept_groups = generated = dropped = 0
         for round_ in range(1 + (a.max_resample_rounds if a.dynamic_sampling else 0)):
             problems = self.task.train_problems(self.data_rng, want)
-            batch = generate(
+            batch = self.generate(
                 self.policy, self.tokenizer, problems, G, max_new_tokens=cfg.rollout.max_new_tokens,
                 temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
                 seed=common.step_seed(cfg.seed, self.step, stream=round_),
@@ -154,6 +161,7 @@ class GRPOTrainer:
                             for k in scores[0].components},
                 mask=[s.mask[i] for s, rows in zip(scores, keep_rows) for i in rows],
             )
+        batch = common.batch_to(batch, self.device)  # the vLLM backend returns CPU tensors
         info = {"generated": generated, "dropped_groups": dropped, "rollout_rounds": len(batches),
                 "generated_tokens": sum(b.completion_tokens for b in batches)}
         return batch, rb, info
@@ -171,10 +179,10 @@ class GRPOTrainer:
         if n == 0:  # dynamic sampling found no informative group: no update this step
             return self._finish_row(t0, t_rollout, time.perf_counter(), info, batch, rb, {}, 0.0)
 
-        rewards = torch.tensor(rb.total)  # (N,)
-        valid = torch.tensor(rb.mask, dtype=torch.float32)  # (N,) sandbox errors etc. masked
+        rewards = torch.tensor(rb.total, device=self.device)  # (N,)
+        valid = torch.tensor(rb.mask, dtype=torch.float32, device=self.device)  # (N,) sandbox errors etc. masked
         if a.overlong_filter:
-            valid = valid * torch.tensor(batch.finished, dtype=torch.float32)  # DAPO: drop truncated
+            valid = valid * torch.tensor(batch.finished, dtype=torch.float32, device=self.device)  # DAPO: drop truncated
         advantages = ADVANTAGES[a.advantage](rewards, a)  # (N,)
         mask = batch.completion_mask.float() * valid.unsqueeze(1)  # (N, T)
         T = mask.shape[1]
@@ -225,8 +233,15 @@ class GRPOTrainer:
                     "grad_norm": grad_norm.item(),
                     "lr": lr,
                 }
+                if isinstance(batch, SampledRolloutBatch) and batch.sampler_logprobs is not None:
+                    # mean |logp under the sampler (vLLM) - logp under the trainer| on the sampled tokens
+                    stats["rollout/logp_drift"] = logp_drift(batch.sampler_logprobs, logp.detach(),
+                                                             batch.completion_mask)
         t_end = time.perf_counter()
         seq_tokens = int(batch.attention_mask.sum())  # prompt + completion tokens of the trained batch
+        if cfg.train.shared_prefix:  # each group's prompt went through the model once
+            P = batch.prompt_len
+            seq_tokens = int(batch.attention_mask[:, P:].sum()) + int(batch.attention_mask[::a.group_size, :P].sum())
         n_forward = (self.ref is not None) + (old_logp is not None)
         flops = forward_flops(self.n_params, seq_tokens) * n_forward + train_flops(self.n_params, seq_tokens) * a.num_iterations
         return self._finish_row(t0, t_rollout, t_end, info, batch, rb, stats, flops)
@@ -235,7 +250,8 @@ class GRPOTrainer:
         """Count samples and tokens, and build the metrics row of the step."""
         G = self.cfg.algo.group_size
         # generation: with a KV cache each prompt and generated token goes through one forward
-        gen_tokens = info["generated_tokens"] + info["generated"] * batch.prompt_len
+        # (both backends prefill each distinct prompt once, not G times)
+        gen_tokens = info["generated_tokens"] + info["generated"] // G * batch.prompt_len
         flops = forward_flops(self.n_params, gen_tokens) + update_flops
         cost = self.cost.step_metrics(step_s=t_end - t0, rollout_s=t_rollout - t0, update_s=t_end - t_rollout,
                                       samples=info["generated"], generated_tokens=info["generated_tokens"],
@@ -243,7 +259,7 @@ class GRPOTrainer:
         self.step += 1
         self.samples += info["generated"]
         self.tokens += info["generated_tokens"]
-        rewards = torch.tensor(rb.total) if rb.total else torch.zeros(0)
+        rewards = torch.tensor(rb.total, dtype=torch.float32) if rb.total else torch.zeros(0)
         groups = rewards.view(-1, G)
         row = {
             "step": self.step,

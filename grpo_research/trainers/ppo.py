@@ -208,10 +208,10 @@ class PPOTrainer(GRPOTrainer):
         if N == 0:  # dynamic sampling (when enabled) found no informative group: no update
             return self._finish_row(t0, t_rollout, time.perf_counter(), info, batch, rb, {}, 0.0)
 
-        scores = torch.tensor(rb.total)  # (N,) verifier score per completion
-        valid = torch.tensor(rb.mask, dtype=torch.float32)  # (N,) sandbox errors etc. masked
+        scores = torch.tensor(rb.total, device=self.device)  # (N,) verifier score per completion
+        valid = torch.tensor(rb.mask, dtype=torch.float32, device=self.device)  # (N,) sandbox errors etc. masked
         if a.overlong_filter:
-            valid = valid * torch.tensor(batch.finished, dtype=torch.float32)  # DAPO: drop truncated
+            valid = valid * torch.tensor(batch.finished, dtype=torch.float32, device=self.device)  # DAPO: drop truncated
         mask = batch.completion_mask.float() * valid.unsqueeze(1)  # (N, T)
         T = mask.shape[1]
         eps_high = a.clip_eps_high if a.clip_eps_high is not None else a.clip_eps

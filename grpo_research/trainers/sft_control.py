@@ -49,7 +49,7 @@ class SFTControlTrainer(GRPOTrainer):
             raise NoReferenceSolutions(
                 f"task {cfg.task.name!r} gives no reference solutions (withheld): sft_control cannot train on it"
             )
-        ids, mask, labels = sft_batch(self.tokenizer, problems)
+        ids, mask, labels = (t.to(self.device) for t in sft_batch(self.tokenizer, problems))
         self.policy.train()
         loss = self.policy(input_ids=ids, attention_mask=mask, labels=labels).loss
         lr = self.sched.get_last_lr()[0]
