@@ -29,7 +29,8 @@ def _write(path: Path, text: str) -> None:
 
 def cmd_aggregate(args: argparse.Namespace) -> int:
     from analysis.aggregate import (cost_markdown, cost_table, curve_table, default_smooth, final_markdown,
-                                    final_table, order_variants, runs_table)
+                                    final_table, gains_markdown, gains_table, order_variants, runs_table,
+                                    wall_curve_table)
     from analysis.load import load_study_runs
 
     runs_dir, out = Path(args.runs), Path(args.out)
@@ -53,6 +54,12 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     _write(out / "cost.md", f"# {args.study or runs_dir.name}: cost per method\n\n" + cost_markdown(cost))
     _write(out / "curves.csv", curves.to_csv(index=False))
     _write(out / "runs.csv", runs_table(runs).to_csv(index=False))
+    gains = gains_table(runs, variants, n_boot=args.n_boot, seed=args.seed)
+    _write(out / "gains.csv", gains.to_csv(index=False))
+    _write(out / "gains.md", f"# {args.study or runs_dir.name}: RL against the base model and the supervised "
+                             "control\n\n" + gains_markdown(gains))
+    _write(out / "wall_curves.csv", wall_curve_table(runs, variants, n_boot=args.n_boot, seed=args.seed)
+           .to_csv(index=False))
     description = ""
     if args.study_file and Path(args.study_file).exists():
         description = str((yaml.safe_load(Path(args.study_file).read_text()) or {}).get("description", "")).strip()
@@ -76,7 +83,7 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from analysis.plots import plot_curves, plot_final
+    from analysis.plots import plot_curves, plot_final, plot_wall
 
     out = Path(args.out)
     meta = json.loads((out / "summary.json").read_text())
@@ -88,6 +95,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     final = pd.read_csv(out / "final.csv")
     paths = plot_curves(curves, figs, meta["study"], meta["smooth_steps"], meta["variants"])
     paths += plot_final(final, figs, meta["study"], meta["variants"])
+    paths += plot_wall(pd.read_csv(out / "wall_curves.csv"), figs, meta["study"], meta["variants"])
     print(f"{meta['study']}: {len(paths)} figures -> {figs}")
     return 0
 

@@ -20,13 +20,19 @@ class Run:
     path: Path
     config: dict[str, Any]
     summary: dict[str, Any]
-    train: list[dict[str, Any]]  # metrics rows of training steps
+    train: list[dict[str, Any]]  # metrics rows of training steps (those with step_s)
     evals: list[dict[str, Any]]  # metrics rows with eval/accuracy
     benchmarks: dict[str, dict[str, Any]] = field(default_factory=dict)  # eval/<name>.json summaries
 
     @property
     def method(self) -> str:
         return self.config.get("method", "?")
+
+    @property
+    def wall_budget(self) -> dict[str, Any] | None:
+        """An equal-wall-time control's budget (wall_budget.json, grpo_research.studies), else None."""
+        f = self.path / "wall_budget.json"
+        return json.loads(f.read_text()) if f.exists() else None
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
@@ -57,7 +63,7 @@ def load_run(path: str | Path) -> Run:
     m = SEED_SUFFIX.search(path.name)
     seed = int(m.group(1)) if m else config.get("seed")
     return Run(run_id=path.name, variant=SEED_SUFFIX.sub("", path.name), seed=seed, path=path, config=config,
-               summary=summary, train=[r for r in rows if "reward_mean" in r],
+               summary=summary, train=[r for r in rows if r.get("step_s") is not None],
                evals=[r for r in rows if r.get("eval/accuracy") is not None], benchmarks=benchmarks)
 
 

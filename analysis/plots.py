@@ -107,3 +107,31 @@ def plot_final(final: pd.DataFrame, out_dir: str | Path, study: str, variants: l
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+def plot_wall(wall: pd.DataFrame, out_dir: str | Path, study: str, variants: list[str] | None = None) -> list[Path]:
+    """Held-out accuracy against seconds of training (the equal-wall-time panel)."""
+    if wall.empty:
+        return []
+    plt = _plt()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    variants = [v for v in (variants or list(dict.fromkeys(wall["variant"]))) if v in set(wall["variant"])]
+    colors = _colors(variants)
+    fig, ax = plt.subplots(figsize=FIG_SIZE)
+    for v in variants:
+        g = wall[wall.variant == v].sort_values("train_s")
+        n = int(g["n_seeds"].iloc[0])
+        ax.plot(g["train_s"], g["mean"], color=colors[v], lw=1.8, marker="o", ms=4, label=f"{v} (n={n})")
+        ax.fill_between(g["train_s"], g["low"], g["high"], color=colors[v], alpha=0.18, lw=0)
+    ax.set_xlabel("training time (s, summed step time, evaluation excluded)")
+    ax.set_ylabel("held-out accuracy, greedy (%)")
+    ax.set_ylim(0, min(100, max(5.0, 1.1 * float(wall["high"].max()))))
+    ax.set_title(f"{study}: held-out accuracy at equal wall time\nmean over seeds, band: 95% bootstrap CI",
+                 fontsize=11)
+    ax.legend(loc="best")
+    fig.tight_layout()
+    path = out / "curve_eval_accuracy_wall.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]

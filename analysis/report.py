@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.aggregate import COST_KEYS, CURVES, TRAINER_HELDOUT, overlaps, pct
+from analysis.aggregate import COST_KEYS, CURVES, TRAINER_HELDOUT, gains_sentences, overlaps, pct
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
@@ -80,6 +80,33 @@ def final_html(final: pd.DataFrame) -> str:
     return _table(headers, rows, classes) + overlap_html
 
 
+def gains_html(gains: pd.DataFrame) -> str:
+    """The RL-vs-control section: a sentence per RL variant and the table of paired differences."""
+    lines = gains_sentences(gains)
+    out = [f"<p><b>{html.escape(lines[0])}</b></p>"]
+    if gains.empty:
+        return "".join(out)
+    out.append("<ul>" + "".join(f"<li>{html.escape(l)}</li>" for l in lines[1:]) + "</ul>")
+
+    def cell(g, key):
+        if not g[f"{key}_n"]:
+            return "n/a"
+        return (f"{100 * g[f'{key}_mean']:+.1f} <span class=muted>[{100 * g[f'{key}_low']:+.1f}, "
+                f"{100 * g[f'{key}_high']:+.1f}] n={g[f'{key}_n']}</span><br>{html.escape(g[f'{key}_verdict'])}")
+
+    rows = [[html.escape(str(g["variant"])), pct(g["final"]), f"{g['train_s']:.0f}", cell(g, "vs_base"),
+             cell(g, "vs_control"), cell(g, "vs_wall")] for _, g in gains.iterrows()]
+    out.append(_table(["RL variant", "final held-out acc. (%)", "training time (s)", "gain over base model (points)",
+                       "vs control, equal samples (points)", "vs control, equal wall time (points)"], rows))
+    out.append("<p class=muted>Differences in held-out accuracy points, paired by seed, mean [95% percentile-"
+               "bootstrap interval over seeds]. Base model: each run's own step-0 evaluation. The control "
+               "(<code>method=sft_control</code>) continues the base model's supervised training from the same "
+               "checkpoint on the same prompts with their reference solutions; at equal wall time its accuracy is "
+               "interpolated at each RL run's summed step seconds (evaluation excluded; timings depend on the "
+               "machine's load).</p>")
+    return "".join(out)
+
+
 def cost_html(cost: pd.DataFrame) -> str:
     if cost.empty:
         return "<p>No cost metrics.</p>"
@@ -143,6 +170,17 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
     if bars:
         parts.append("<div class=grid>" + "".join(figure(p, p.stem.replace("final_", "final accuracy: "))
                                                   for p in bars) + "</div>")
+    gains_csv = out / "gains.csv"
+    if gains_csv.exists():
+        try:
+            gains = pd.read_csv(gains_csv)
+        except pd.errors.EmptyDataError:
+            gains = pd.DataFrame()
+        parts.append("<h2>RL against the base model and the supervised control</h2>" + gains_html(gains))
+        panels = [(figs / "curve_eval_accuracy.png", "equal samples: held-out accuracy against generated samples"),
+                  (figs / "curve_eval_accuracy_wall.png", "equal wall time: held-out accuracy against seconds "
+                                                          "of training")]
+        parts.append("<div class=grid>" + "".join(figure(p, c) for p, c in panels if p.exists()) + "</div>")
     parts.append("<h2>Curves against generated samples</h2><div class=grid>")
     for key, (ttl, ylabel, _) in CURVES.items():
         p = figs / f"curve_{key.replace('/', '_')}.png"
@@ -160,8 +198,8 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
             parts.append(f"<p><b>{html.escape(name)}</b></p><pre>{html.escape(text)}</pre>")
         parts.append("<div class=grid>" + "".join(figure(p, p.stem.replace("_", " ")) for p in pngs) + "</div>")
     parts.append("<h2>Runs</h2>" + runs_html(runs))
-    parts.append("<p class=muted>Tables as files beside this report: final.csv, final.md, cost.csv, cost.md, "
-                 "curves.csv, runs.csv.</p></body></html>")
+    parts.append("<p class=muted>Tables as files beside this report: final.csv, final.md, gains.csv, gains.md, "
+                 "cost.csv, cost.md, curves.csv, wall_curves.csv, runs.csv.</p></body></html>")
     path = out / "report.html"
     tmp = out / ".report.html.tmp"
     tmp.write_text("\n".join(parts))

@@ -13,7 +13,13 @@ A study (`experiments/<name>.yaml`, schema `workflow/schemas/study.schema.yaml`)
   every this many samples (converted to `train.eval_every` per run like the budget);
 - `benchmarks`: final-model evaluations, `{name: {data, n, samples, temperature}}`;
 - `model`: a base model of the workflow config (`base_models`), or a hub name / checkpoint;
-- `default`: whether the `ablations` target includes the study.
+- `default`: whether the `ablations` target includes the study;
+- `control` (default true): add the supervised control (`method=sft_control`, continued SFT
+  of the same base model on the same prompts with their reference solutions) twice per seed,
+  not crossed with the grid: `sft_control-seed<N>` at the study's sample budget, and
+  `sft_control-wall-seed<N>`, trained for as long (summed step seconds, evaluation excluded) as
+  the longest RL run of that seed trained (`train-wall` below). Turn it off for tasks that
+  withhold reference solutions, where there is nothing to imitate.
 
 A run id names the method entry (its `name`, else the method), every swept or `set` value with
 a short key name, and the seed: `ppo-lam0.95-seed1`, `grpo-G8-seed2`, `grpo-beta0.04-seed3`.
@@ -25,7 +31,11 @@ or an out-of-range value in a study stops the pipeline while it plans, before an
 `python -m grpo_research.studies list experiments/ppo_vs_grpo.yaml` prints the runs;
 `python -m grpo_research.studies train --budget-samples N --run-dir DIR [--config F] [k=v ...]`
 trains one run at a given budget of samples (used for Optuna's best-config reruns, whose
-group size is only known once the search has finished).
+group size is only known once the search has finished);
+`python -m grpo_research.studies train-wall --match DIR [--match DIR ...] --probe DIR --run-dir D [k=v ...]`
+trains the equal-wall-time control: steps = (the longest summed `step_s` of the --match runs) /
+(the median `step_s` of the --probe run), evaluated `--evals` times; it writes
+`wall_budget.json` (target seconds, matched runs, steps) into the run dir.
 """
 from __future__ import annotations
 
@@ -57,6 +67,8 @@ SHORT_NAMES = {
     "critic.lr": "vlr",
 }
 SEED_SUFFIX = re.compile(r"-seed(-?\d+)$")
+CONTROL_METHOD = "sft_control"
+WALL_BUDGET_FILE = "wall_budget.json"  # written into an equal-wall-time control's run dir
 STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -79,6 +91,10 @@ class RunSpec:
     samples_per_step: int
     model: str  # the study's `model` entry (base model name or hub name / path)
     tags: list[str] = field(default_factory=list)
+    # equal-wall-time control: trains as long as the longest of these runs (same study) trained,
+    # at the seconds per step its equal-samples twin `wall_probe` measured (see `train-wall`)
+    wall_match: list[str] = field(default_factory=list)
+    wall_probe: str | None = None
 
 
 @dataclass
@@ -245,6 +261,51 @@ def expand_study(
 
     runs: list[RunSpec] = []
     seen: dict[str, str] = {}
+
+    def make_run(method: str, variant: str, seed: int, settings: dict[str, Any], point: dict[str, Any],
+                 **extra: Any) -> RunSpec:
+        run_id = f"{variant}-seed{seed}"
+        if run_id in seen:
+            raise StudyError(f"{where}: two runs would share the id {run_id!r}; give a method entry a 'name'")
+        seen[run_id] = run_id
+        base = [override("method", method), override("seed", seed)]
+        if model_path is not None:
+            base.append(override("model.name_or_path", model_path))
+        base += [override(k, v) for k, v in fixed.items()]
+        base += list(run_overrides or [])
+        base += [override(k, v) for k, v in settings.items()]
+        base += [override(k, v) for k, v in point.items()]
+        try:
+            cfg = load_config(None, base)
+        except ConfigError as e:
+            raise StudyError(f"{where}: run {run_id}: {e}") from None
+        per_step = cfg.rollout.prompts_per_step * cfg.algo.group_size
+        if budget % per_step:
+            raise StudyError(
+                f"{where}: run {run_id}: budget_samples {budget} is not a multiple of "
+                f"prompts_per_step x group_size = {per_step}; choose a budget every run divides"
+            )
+        steps = budget // per_step
+        tail = [override("train.steps", steps)]
+        if eval_every_samples:
+            tail.append(override("train.eval_every", max(1, eval_every_samples // per_step)))
+        if threads:
+            tail.append(override("train.threads", threads))
+        tags = [f"{k}={format_value(v)}" for k, v in {**settings, **point}.items()] + list(extra.pop("tags", []))
+        tail += [override("tracking.group", name), override("tracking.tags", tags),
+                 override("tracking.progress", False)]
+        for key in ("wandb", "project"):
+            if tracking.get(key):
+                tail.append(override(f"tracking.{key}", tracking[key]))
+        overrides = base + tail
+        try:
+            load_config(None, overrides)
+        except ConfigError as e:
+            raise StudyError(f"{where}: run {run_id}: {e}") from None
+        return RunSpec(study=name, run_id=run_id, variant=variant, method=method, seed=seed,
+                       swept={**settings, **point}, overrides=overrides, steps=steps, samples_per_step=per_step,
+                       model=model, tags=tags, **extra)
+
     for entry in entries:
         overlap = set(entry["set"]) & (set(entry["grid"]) | set(study_grid)) or set(entry["grid"]) & set(study_grid)
         if overlap:
@@ -255,47 +316,24 @@ def expand_study(
             label = entry["name"] or entry["method"]
             variant = "-".join([id_value(label), *(f"{names[k]}{id_value(v)}" for k, v in swept.items())])
             for seed in seed_list:
-                run_id = f"{variant}-seed{seed}"
-                if run_id in seen:
-                    raise StudyError(f"{where}: two runs would share the id {run_id!r}; give a method entry a 'name'")
-                seen[run_id] = run_id
-                base = [override("method", entry["method"]), override("seed", seed)]
-                if model_path is not None:
-                    base.append(override("model.name_or_path", model_path))
-                base += [override(k, v) for k, v in fixed.items()]
-                base += list(run_overrides or [])
-                base += [override(k, v) for k, v in entry["set"].items()]
-                base += [override(k, v) for k, v in point.items()]
-                try:
-                    cfg = load_config(None, base)
-                except ConfigError as e:
-                    raise StudyError(f"{where}: run {run_id}: {e}") from None
-                per_step = cfg.rollout.prompts_per_step * cfg.algo.group_size
-                if budget % per_step:
-                    raise StudyError(
-                        f"{where}: run {run_id}: budget_samples {budget} is not a multiple of "
-                        f"prompts_per_step x group_size = {per_step}; choose a budget every run divides"
-                    )
-                steps = budget // per_step
-                tail = [override("train.steps", steps)]
-                if eval_every_samples:
-                    tail.append(override("train.eval_every", max(1, eval_every_samples // per_step)))
-                if threads:
-                    tail.append(override("train.threads", threads))
-                tags = [f"{k}={format_value(v)}" for k, v in {**entry["set"], **point}.items()]
-                tail += [override("tracking.group", name), override("tracking.tags", tags),
-                         override("tracking.progress", False)]
-                for key in ("wandb", "project"):
-                    if tracking.get(key):
-                        tail.append(override(f"tracking.{key}", tracking[key]))
-                overrides = base + tail
-                try:
-                    load_config(None, overrides)
-                except ConfigError as e:
-                    raise StudyError(f"{where}: run {run_id}: {e}") from None
-                runs.append(RunSpec(study=name, run_id=run_id, variant=variant, method=entry["method"], seed=seed,
-                                    swept={**entry["set"], **point}, overrides=overrides, steps=steps,
-                                    samples_per_step=per_step, model=model, tags=tags))
+                runs.append(make_run(entry["method"], variant, seed, entry["set"], point))
+
+    # The supervised control (issue: RL gains must be read against it): continued SFT from the
+    # same base model, not crossed with the study's grid (it samples nothing), once at the
+    # study's sample budget and once for the wall time of the longest RL run of the same seed.
+    control = raw.get("control", True)
+    if not isinstance(control, bool):
+        raise StudyError(f"{where}: control must be true or false")
+    listed = any(e["method"] == CONTROL_METHOD for e in entries)
+    if control and not listed and (not only_methods or CONTROL_METHOD in only_methods):
+        rl_runs = list(runs)
+        for seed in seed_list:
+            twin = make_run(CONTROL_METHOD, CONTROL_METHOD, seed, {}, {}, tags=["control=equal_samples"])
+            runs.append(twin)
+            runs.append(make_run(CONTROL_METHOD, f"{CONTROL_METHOD}-wall", seed, {}, {},
+                                 tags=["control=equal_wall_time"],
+                                 wall_match=[r.run_id for r in rl_runs if r.seed == seed],
+                                 wall_probe=twin.run_id))
     benchmarks = {k: dict(v or {}) for k, v in (raw.get("benchmarks") or {}).items()}
     return Study(name=name, path=Path(path) if path else None, description=str(raw.get("description", "")).strip(),
                  default=bool(raw.get("default", False)), model=model, budget_samples=budget, seeds=seed_list,
@@ -339,11 +377,60 @@ def _train_at_budget(args: argparse.Namespace) -> int:
     return cli_main(argv)
 
 
+def train_seconds(run_dir: str | Path) -> list[float]:
+    """`step_s` of every training step of a run (its metrics.jsonl), in order."""
+    import json
+
+    out = []
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.exists():
+        raise StudyError(f"{path}: missing (the run has not trained)")
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            if row.get("step_s") is not None:
+                out.append(float(row["step_s"]))
+    if not out:
+        raise StudyError(f"{path}: no training step with step_s")
+    return out
+
+
+def wall_budget(match: list[str | Path], probe: str | Path, evals: int) -> dict[str, Any]:
+    """Steps and evaluation interval of an equal-wall-time control (see `train-wall`)."""
+    import statistics
+
+    if not match:
+        raise StudyError("train-wall: no --match run: the control needs the RL runs whose time it matches")
+    times = {Path(m).name: sum(train_seconds(m)) for m in match}
+    longest = max(times, key=times.get)
+    s_per_step = statistics.median(train_seconds(probe))
+    steps = max(1, math.ceil(times[longest] / s_per_step))
+    return {"target_s": times[longest], "matched_run": longest, "train_s_of_matched_runs": times,
+            "probe_run": Path(probe).name, "probe_median_step_s": s_per_step, "steps": steps,
+            "eval_every": max(1, steps // max(1, evals))}
+
+
+def _train_wall(args: argparse.Namespace) -> int:
+    import json
+
+    from grpo_research.cli import main as cli_main
+    from grpo_research.trainers.common import write_text_atomic
+
+    budget = wall_budget(args.match, args.probe, args.evals)
+    run_dir = Path(args.run_dir)
+    rc = cli_main(["train", "--run-dir", args.run_dir, *args.overrides,
+                   override("train.steps", budget["steps"]), override("train.eval_every", budget["eval_every"])])
+    if rc == 0:
+        write_text_atomic(run_dir / WALL_BUDGET_FILE, json.dumps(budget, indent=2) + "\n")
+    return rc
+
+
 def _list(args: argparse.Namespace) -> int:
     raw = load_study_file(args.study, args.schema)
     study = expand_study(raw, Path(args.study).stem, path=args.study, model_path=args.model_path)
     for r in study.runs:
-        print(f"{r.run_id}\tsteps={r.steps}\t{' '.join(r.overrides)}")
+        wall = f"\twall-time match of {','.join(r.wall_match)}" if r.wall_match else ""
+        print(f"{r.run_id}\tsteps={r.steps}{wall}\t{' '.join(r.overrides)}")
     return 0
 
 
@@ -359,6 +446,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="a run dir holding another config is moved aside (<dir>.stale-N) instead of refused")
     t.add_argument("overrides", nargs="*", metavar="key=value")
     t.set_defaults(func=_train_at_budget)
+    w = sub.add_parser("train-wall", help="train the equal-wall-time supervised control")
+    w.add_argument("--match", action="append", required=True, help="an RL run dir whose training time to match")
+    w.add_argument("--probe", required=True, help="the equal-samples control run dir (its seconds per step)")
+    w.add_argument("--evals", type=int, default=6, help="held-out evaluations over the run (besides step 0)")
+    w.add_argument("--run-dir", required=True)
+    w.add_argument("overrides", nargs="*", metavar="key=value")
+    w.set_defaults(func=_train_wall)
     s = sub.add_parser("list", help="print the runs of a study file")
     s.add_argument("study")
     s.add_argument("--schema")

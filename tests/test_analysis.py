@@ -13,7 +13,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the top-level `analysis` package of this checkout
 
-from analysis.aggregate import TRAINER_HELDOUT, curve_table, final_table, natural_key, overlaps  # noqa: E402
+from analysis.aggregate import (TRAINER_HELDOUT, curve_table, final_table, gains_sentences, gains_table,  # noqa: E402
+                                natural_key, overlaps, verdict, wall_curve_table)
 from analysis.cli import main as analysis_main  # noqa: E402
 from analysis.load import load_study_runs  # noqa: E402
 from analysis.stats import bootstrap_columns, bootstrap_mean_ci, intervals_overlap  # noqa: E402
@@ -62,7 +63,8 @@ def test_bootstrap_edge_cases():
 
 
 # ---------------------------------------------------------------- synthetic study
-def _write_run(d: Path, method: str, seed: int, acc: list[float], bench: float, steps: int = 20, g: int = 4):
+def _write_run(d: Path, method: str, seed: int, acc: list[float], bench: float, steps: int = 20, g: int = 4,
+               step_s: float = 0.5):
     d.mkdir(parents=True)
     (d / "config.yaml").write_text(yaml.safe_dump({"method": method, "seed": seed}))
     rows = []
@@ -71,7 +73,7 @@ def _write_run(d: Path, method: str, seed: int, acc: list[float], bench: float, 
         rows.append({"step": s, "samples": s * 2 * g, "eval/accuracy": a})
     for s in range(1, steps + 1):
         rows.append({"step": s, "samples": s * 2 * g, "reward_mean": 0.1 * s + seed, "kl": 0.01 * s,
-                     "entropy": 1.0 - 0.01 * s, "completion_len": 9.0, "step_s": 0.5, "rollout_s": 0.3,
+                     "entropy": 1.0 - 0.01 * s, "completion_len": 9.0, "step_s": step_s, "rollout_s": 0.3,
                      "update_s": 0.2, "cost/peak_mem_mb": 100.0 + s, "cost/model_state_mb": 12.0,
                      "cost/gen_tokens_per_s": 500.0, "cost/samples_per_s": 16.0, "cost/mfu": 0.01})
     rows.sort(key=lambda r: (r["step"], "eval/accuracy" not in r))
@@ -139,3 +141,81 @@ def test_cli_writes_tables_figures_and_self_contained_report(study_dir, tmp_path
     assert analysis_main(["index", "--results", str(tmp_path / "results")]) == 0
     index = (tmp_path / "results" / "index.html").read_text()
     assert 'href="toy/report.html"' in index
+
+
+# ---------------------------------------------------------------- the supervised control
+@pytest.fixture()
+def control_study(tmp_path):
+    """grpo (10 s of training), ppo (6 s), the equal-samples control (0.1 above grpo every seed)
+    and the equal-wall-time control (40 steps x 0.25 s: evaluations at 0, 2.5, 5, 7.5, 10 s)."""
+    runs = tmp_path / "runs" / "ctl"
+    for seed, a in {1: 0.30, 2: 0.34, 3: 0.32}.items():
+        _write_run(runs / f"grpo-seed{seed}", "grpo", seed, [0.2, 0.25, a], a)
+        _write_run(runs / f"ppo-seed{seed}", "ppo", seed, [0.2, 0.21, a - 0.2], a - 0.2, step_s=0.3)
+        _write_run(runs / f"sft_control-seed{seed}", "sft_control", seed, [0.2, 0.3, a + 0.1], a + 0.1)
+        wall = runs / f"sft_control-wall-seed{seed}"
+        _write_run(wall, "sft_control", seed, [0.2, 0.3, 0.4, 0.5, 0.6], 0.6, steps=40, step_s=0.25)
+        (wall / "wall_budget.json").write_text(json.dumps({"target_s": 10.0}))
+    return runs
+
+
+def test_gains_over_base_and_control_are_paired_by_seed(control_study):
+    runs = load_study_runs(control_study)
+    gains = gains_table(runs, ["grpo", "ppo"], n_boot=2000, seed=0).set_index("variant")
+    assert list(gains.index) == ["grpo", "ppo"]  # the controls are what RL is compared with, not rows
+    g = gains.loc["grpo"]
+    want = _direct_bootstrap([0.10, 0.14, 0.12], 2000, 0)  # final - step-0 accuracy, per seed
+    assert (g["vs_base_mean"], g["vs_base_low"], g["vs_base_high"]) == pytest.approx(want)
+    assert g["vs_base_verdict"] == "RL higher"
+    assert g["vs_control_mean"] == pytest.approx(-0.10) and g["vs_control_high"] == pytest.approx(-0.10)
+    assert g["vs_control_verdict"] == "control higher" and g["vs_control_n"] == 3
+    # equal wall time: grpo trained 20 x 0.5 = 10 s -> the wall control's 0.6 at 10 s
+    assert g["train_s"] == pytest.approx(10.0)
+    assert g["vs_wall_mean"] == pytest.approx(np.mean([0.30, 0.34, 0.32]) - 0.6)
+    # ppo trained 20 x 0.3 = 6 s -> interpolated between 0.4 (5 s) and 0.5 (7.5 s): 0.44
+    p = gains.loc["ppo"]
+    assert p["vs_wall_mean"] == pytest.approx(np.mean([0.10, 0.14, 0.12]) - 0.44)
+    assert p["wall_beyond"] == 0 and p["vs_wall_verdict"] == "control higher"
+    text = gains_sentences(gains.reset_index())
+    assert text[0] == ("The supervised control wins (its interval entirely above) against 2 of 2 RL variants at "
+                       "equal samples and 2 of 2 at equal wall time.")
+    assert text[1].startswith("grpo: 32.0 % held-out accuracy; +12.0 points [") and "the control wins" in text[1]
+
+
+def test_wall_time_beyond_the_control_is_flagged(control_study):
+    slow = control_study / "grpo-seed1"
+    rows = [json.loads(line) for line in (slow / "metrics.jsonl").read_text().splitlines()]
+    for r in rows:
+        if "step_s" in r:
+            r["step_s"] = 0.6  # 12 s: longer than the wall control's last evaluation (10 s)
+    (slow / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    g = gains_table(load_study_runs(control_study), n_boot=500).set_index("variant").loc["grpo"]
+    assert g["wall_beyond"] == 1
+    assert g["vs_wall_mean"] == pytest.approx(np.mean([0.30, 0.34, 0.32]) - 0.6)  # the control's last value
+
+
+def test_verdicts_and_a_study_without_control(study_dir):
+    assert verdict(0.01, 0.05, 3, "RL", "control") == "RL higher"
+    assert verdict(-0.05, -0.01, 3, "RL", "control") == "control higher"
+    assert verdict(-0.01, 0.05, 3, "RL", "control") == "no difference shown"
+    assert verdict(0.1, 0.1, 1, "RL", "control") == "one seed: no interval"
+    gains = gains_table(load_study_runs(study_dir), n_boot=200)
+    assert (gains["vs_control_n"] == 0).all()
+    assert gains_sentences(gains)[0].startswith("This study has no supervised control")
+
+
+def test_wall_curves_and_the_report_panel(control_study, tmp_path):
+    wall = wall_curve_table(load_study_runs(control_study), n_boot=200)
+    ctl = wall[wall.variant == "sft_control-wall"].sort_values("train_s")
+    assert ctl["train_s"].tolist() == pytest.approx([0.0, 2.5, 5.0, 7.5, 10.0])
+    assert ctl["mean"].tolist() == pytest.approx([20.0, 30.0, 40.0, 50.0, 60.0])
+    out = tmp_path / "results" / "ctl"
+    assert analysis_main(["study", "--runs", str(control_study), "--out", str(out), "--n-boot", "300"]) == 0
+    assert (out / "figures" / "curve_eval_accuracy_wall.png").exists()
+    html = (out / "report.html").read_text()
+    assert "RL against the base model and the supervised control" in html and "the control wins" in html
+    assert "equal wall time: held-out accuracy against seconds of training" in html
+    md = (out / "gains.md").read_text()
+    assert "2 of 2 RL variants at equal samples" in md
+    cost = pd.read_csv(out / "cost.csv").set_index("variant")
+    assert cost.loc["sft_control-wall", "training time (s)"] == pytest.approx(10.0)  # control rows are read too

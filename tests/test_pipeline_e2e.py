@@ -57,10 +57,21 @@ def test_miniature_pipeline_end_to_end(tmp_path):
         assert json.loads((run_dir / "eval" / "arith.json").read_text())["n_tasks"] == 10
         config = yaml.safe_load((run_dir / "config.yaml").read_text())
         assert config["model"]["name_or_path"] == "runs/_base/tiny-arith" and config["tracking"]["group"] == "mini"
+    # the supervised control beside the RL runs: equal samples, and equal wall time
+    for seed in (1, 2):
+        twin = json.loads((tmp_path / "runs" / "mini" / f"sft_control-seed{seed}" / "summary.json").read_text())
+        assert twin["samples"] == 12 and twin["method"] == "sft_control"
+        wall_dir = tmp_path / "runs" / "mini" / f"sft_control-wall-seed{seed}"
+        budget = json.loads((wall_dir / "wall_budget.json").read_text())
+        assert budget["matched_run"] == f"grpo-seed{seed}" and budget["steps"] >= 1
+        assert json.loads((wall_dir / "summary.json").read_text())["steps"] == budget["steps"]
+    gains = (results / "mini" / "gains.md").read_text()
+    assert "RL variants at equal samples" in gains and "- grpo:" in gains
     report = results / "mini" / "report.html"
     assert report.exists() and "data:image/png;base64," in report.read_text()
     assert (results / "index.html").exists() and "mini/report.html" in (results / "index.html").read_text()
-    for name in ("final.csv", "final.md", "cost.csv", "cost.md"):
+    assert "RL against the base model and the supervised control" in report.read_text()
+    for name in ("final.csv", "final.md", "cost.csv", "cost.md", "gains.csv", "wall_curves.csv"):
         assert (results / "mini" / name).exists()
     assert (results / "logs" / "train_run" / "mini" / "grpo-seed1.log").exists()
     assert (results / "benchmarks" / "train_run" / "mini" / "grpo-seed1.tsv").exists()
@@ -80,4 +91,11 @@ def test_miniature_pipeline_end_to_end(tmp_path):
     assert "output: runs/mini/grpo-seed1/summary.json" not in out
     stats = out.split("Job stats:")[-1]
     assert "build_base_model" not in stats
-    assert [line.split() for line in stats.splitlines() if line.startswith("train_run")] == [["train_run", "1"]]
+    # seed 2's run, and the equal-wall-time control that waits for it
+    assert "output: runs/mini/sft_control-wall-seed2/summary.json" in out
+    assert [line.split() for line in stats.splitlines() if line.startswith("train_run")] == [["train_run", "2"]]
+    budget = (tmp_path / "runs" / "mini" / "sft_control-wall-seed2" / "wall_budget.json").read_text()
+    again = run("--cores", "2", "ablations")  # both resume from their final checkpoints
+    assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
+    assert (results / "mini" / "report.html").exists()
+    assert (tmp_path / "runs" / "mini" / "sft_control-wall-seed2" / "wall_budget.json").read_text() == budget

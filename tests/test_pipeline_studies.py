@@ -21,11 +21,13 @@ def test_ppo_vs_grpo_runs_ids_and_equal_budget():
     study = expand_study(raw, "ppo_vs_grpo", model_path="runs/_base/tiny-arith", threads=1)
     ids = [r.run_id for r in study.runs]
     assert ids[:3] == ["ppo-lam0.95-seed1", "ppo-lam0.95-seed2", "ppo-lam0.95-seed3"]
-    assert {"ppo-lam1.0-seed1", "grpo-seed2", "dr_grpo-seed3"} <= set(ids)
-    assert len(ids) == 12 and len(set(ids)) == 12
-    assert study.variants == ["ppo-lam0.95", "ppo-lam1.0", "grpo", "dr_grpo"]
+    assert {"ppo-lam1.0-seed1", "grpo-seed2", "dr_grpo-seed3", "sft_control-seed1", "sft_control-wall-seed3"} <= set(ids)
+    assert len(ids) == 18 and len(set(ids)) == 18
+    assert study.variants == ["ppo-lam0.95", "ppo-lam1.0", "grpo", "dr_grpo", "sft_control", "sft_control-wall"]
     assert study.default and study.seeds == [1, 2, 3] and "arith" in study.benchmarks
     for run in study.runs:
+        if run.wall_match:  # steps are set when it runs, from the matched runs' time
+            continue
         cfg = _cfg(run)
         samples = cfg.train.steps * cfg.rollout.prompts_per_step * cfg.algo.group_size
         assert samples == study.budget_samples == 9600
@@ -42,9 +44,9 @@ def test_ppo_vs_grpo_runs_ids_and_equal_budget():
 def test_group_size_sweep_keeps_samples_equal_and_steps_vary():
     raw = load_study_file(ROOT / "experiments" / "group_size.yaml", SCHEMA)
     study = expand_study(raw, "group_size")
-    steps = {r.variant: r.steps for r in study.runs}
+    steps = {r.variant: r.steps for r in study.runs if r.method == "grpo"}
     assert steps == {"grpo-G2": 800, "grpo-G4": 400, "grpo-G8": 200, "grpo-G16": 100}
-    evals = {r.variant: _cfg(r).train.eval_every for r in study.runs}
+    evals = {r.variant: _cfg(r).train.eval_every for r in study.runs if r.method == "grpo"}
     assert evals == {"grpo-G2": 80, "grpo-G4": 40, "grpo-G8": 20, "grpo-G16": 10}  # every 1280 samples
     assert _cfg(study.run("grpo-G16-seed2")).tracking.tags == ["algo.group_size=16"]
 
@@ -57,8 +59,8 @@ def test_grid_product_method_grids_and_seeds():
         "overrides": {"rollout.prompts_per_step": 2},
     }
     study = expand_study(raw, "toy")
-    # grpo: 2 x 2 grid points; dr_grpo: 2 (beta) x 2 x 2; each x 2 seeds
-    assert len(study.runs) == (4 + 8) * 2
+    # grpo: 2 x 2 grid points; dr_grpo: 2 (beta) x 2 x 2; each x 2 seeds; + 2 controls per seed
+    assert len(study.runs) == (4 + 8) * 2 + 2 * 2
     ids = {r.run_id for r in study.runs}
     assert "grpo-temp0.6-G2-seed0" in ids and "dr_grpo-beta0.1-temp1.0-G4-seed7" in ids
     assert all(variant_of(r.run_id) == r.variant for r in study.runs)
@@ -74,7 +76,7 @@ def test_named_method_entry_and_colliding_short_names():
     raw = {"budget_samples": 64, "seeds": [1], "overrides": {"rollout.prompts_per_step": 2},
            "methods": [{"method": "grpo", "name": "grpo-nokl", "set": {"algo.beta": 0.0}}],
            "grid": {"optim.lr": [1e-5], "critic.lr": [1e-4], "ppo.gamma": [1.0], "algo.kl_estimator": ["k1"]}}
-    study = expand_study(raw, "named")
+    study = expand_study({**raw, "control": False}, "named")
     assert [r.run_id for r in study.runs] == ["grpo-nokl-lr1e-05-vlr0.0001-gamma1.0-kl_estimatork1-seed1"]
     assert _cfg(study.runs[0]).algo.beta == 0.0
 
@@ -101,21 +103,29 @@ def test_schema_rejects_misspelled_study_key(tmp_path):
 
 def test_every_shipped_study_expands():
     studies = find_studies(ROOT / "experiments")
-    assert {"ppo_vs_grpo", "group_size", "beta", "clip_eps", "temperature", "loss_variants"} <= set(studies)
+    assert {"ppo_vs_grpo", "group_size", "beta", "clip_eps", "temperature", "loss_variants", "reward_only"} <= set(studies)
     expected = {"group_size": [2, 4, 8, 16], "beta": [0.0, 0.01, 0.04, 0.1], "clip_eps": [0.1, 0.2, 0.3],
                 "temperature": [0.6, 1.0, 1.2]}
     for name, path in studies.items():
         study = expand_study(load_study_file(path, SCHEMA), name)
         assert len(study.seeds) >= 3
         budget = {_cfg(r).train.steps * _cfg(r).rollout.prompts_per_step * _cfg(r).algo.group_size
-                  for r in study.runs}
+                  for r in study.runs if not r.wall_match}
         assert budget == {study.budget_samples}, name
+        controls = [r.run_id for r in study.runs if r.method == "sft_control"]
+        if study.raw.get("control", True):  # every study has the control unless it turns it off
+            assert controls == [f"sft_control{k}-seed{s}" for s in study.seeds for k in ("", "-wall")], name
+        else:
+            assert not controls, name
         if name in expected:
             (values,) = [list(v) for v in study.raw["grid"].values()]
             assert values == expected[name]
     loss = expand_study(load_study_file(studies["loss_variants"], SCHEMA), "loss_variants")
-    assert {r.method for r in loss.runs} == {"grpo", "dr_grpo", "dapo", "gspo", "rloo", "reinforce_pp"}
+    assert {r.method for r in loss.runs} == {"grpo", "dr_grpo", "dapo", "gspo", "rloo", "reinforce_pp", "sft_control"}
     assert [s for s in studies if load_study_file(studies[s]).get("default")] == ["ppo_vs_grpo"]
+    reward_only = expand_study(load_study_file(studies["reward_only"], SCHEMA), "reward_only")
+    assert all(_cfg(r).task.options == {"withhold_solutions": True} for r in reward_only.runs)
+    assert not [r for r in reward_only.runs if r.method == "sft_control"]  # nothing to imitate
 
 
 def test_train_at_budget_sets_steps_and_replaces_a_stale_run(tiny_model_dir, tmp_path):
@@ -132,3 +142,49 @@ def test_train_at_budget_sets_steps_and_replaces_a_stale_run(tiny_model_dir, tmp
                  *common]) == 0
     assert yaml.safe_load((run / "config.yaml").read_text())["train"]["steps"] == 4
     assert yaml.safe_load((tmp_path / "grpo-best-seed1.stale-1" / "config.yaml").read_text())["algo"]["group_size"] == 4
+
+
+def test_control_is_added_once_per_seed_not_crossed_and_matched_in_wall_time():
+    raw = {"budget_samples": 64, "seeds": [1, 2], "methods": ["grpo", "ppo"], "overrides": {"rollout.prompts_per_step": 2},
+           "grid": {"algo.group_size": [2, 4]}}
+    study = expand_study(raw, "ctl")
+    ctl = {r.run_id: r for r in study.runs if r.method == "sft_control"}
+    assert sorted(ctl) == ["sft_control-seed1", "sft_control-seed2", "sft_control-wall-seed1", "sft_control-wall-seed2"]
+    twin = ctl["sft_control-seed2"]
+    assert twin.swept == {} and not twin.wall_match and twin.tags == ["control=equal_samples"]
+    assert twin.steps * twin.samples_per_step == 64  # equal samples (default G = 8 x 2 prompts per step)
+    wall = ctl["sft_control-wall-seed2"]
+    assert wall.wall_probe == "sft_control-seed2"
+    assert wall.wall_match == ["grpo-G2-seed2", "grpo-G4-seed2", "ppo-G2-seed2", "ppo-G4-seed2"]
+    assert "sft_control" in study.variants and "sft_control-wall" in study.variants
+    assert not [r for r in expand_study({**raw, "control": False}, "ctl").runs if r.method == "sft_control"]
+    # a study that lists the control itself gets no second one
+    listed = expand_study({**raw, "methods": ["grpo", "sft_control"]}, "ctl")
+    assert [r.run_id for r in listed.runs if r.method == "sft_control"] == [
+        "sft_control-G2-seed1", "sft_control-G2-seed2", "sft_control-G4-seed1", "sft_control-G4-seed2"]
+    with pytest.raises(StudyError, match="control must be true or false"):
+        expand_study({**raw, "control": "yes"}, "ctl")
+
+
+def _metrics(d, step_s, steps):
+    import json
+
+    d.mkdir(parents=True)
+    rows = [{"step": 0, "eval/accuracy": 0.1}] + [{"step": i + 1, "step_s": step_s} for i in range(steps)]
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return d
+
+
+def test_wall_budget_matches_the_longest_run_at_the_probe_speed(tmp_path):
+    from grpo_research.studies import wall_budget
+
+    a = _metrics(tmp_path / "grpo-seed1", 0.5, 20)  # 10 s
+    b = _metrics(tmp_path / "ppo-seed1", 1.25, 20)  # 25 s, the longest
+    probe = _metrics(tmp_path / "sft_control-seed1", 0.1, 7)  # median 0.1 s per step
+    got = wall_budget([a, b], probe, evals=6)
+    assert got["matched_run"] == "ppo-seed1" and got["target_s"] == pytest.approx(25.0)
+    assert got["steps"] == 250 and got["eval_every"] == 41
+    with pytest.raises(StudyError, match="no training step"):
+        wall_budget([a], _metrics(tmp_path / "empty", 0.1, 0), evals=6)
+    with pytest.raises(StudyError, match="missing"):
+        wall_budget([a], tmp_path / "never-ran", evals=6)

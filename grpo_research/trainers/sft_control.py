@@ -34,6 +34,8 @@ class NoReferenceSolutions(ConfigError):
 class SFTControlTrainer(GRPOTrainer):
     def __init__(self, cfg, run_dir, model_path):
         super().__init__(cfg, run_dir, model_path)
+        o = cfg.optim  # one update per step, whatever algo.num_iterations a study sets for its RL runs
+        self.sched = common.make_scheduler(self.opt, o.warmup_steps, cfg.train.steps, o.schedule, o.min_lr_ratio)
         probe = self.task.train_problems(random.Random(0), 1)
         if probe and probe[0].solution is None:
             raise NoReferenceSolutions(

@@ -15,6 +15,9 @@ rule report_study:
         cost_md=f"{RESULTS}/{{study}}/cost.md",
         curves=f"{RESULTS}/{{study}}/curves.csv",
         runs=f"{RESULTS}/{{study}}/runs.csv",
+        gains=f"{RESULTS}/{{study}}/gains.csv",
+        gains_md=f"{RESULTS}/{{study}}/gains.md",
+        wall_curves=f"{RESULTS}/{{study}}/wall_curves.csv",
         summary=f"{RESULTS}/{{study}}/summary.json",
         figures=directory(f"{RESULTS}/{{study}}/figures"),
     log:

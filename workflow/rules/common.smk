@@ -178,6 +178,30 @@ def report_path(name):
 ALL_STUDY_NAMES = list(STUDY_FILES) + [f"hpo-{s}" for s in SEARCHES]
 
 
+# ---------------------------------------------------------------- used by train.smk
+def wall_inputs(study_name, run_id):
+    """An equal-wall-time control waits for the runs whose training time it matches."""
+    spec = study(study_name).run(run_id)
+    if not spec.wall_match:
+        return []
+    return [f"{RUNS}/{study_name}/{r}/summary.json" for r in [*spec.wall_match, spec.wall_probe]]
+
+
+def train_command(study_name, run_id):
+    """`-m ...` arguments of a training job: `grpo_research.cli train`, or `grpo_research.studies
+    train-wall` for an equal-wall-time control."""
+    spec = study(study_name).run(run_id)
+    run_dir = f"{RUNS}/{study_name}/{run_id}"
+    if spec.wall_match:
+        args = ["grpo_research.studies", "train-wall", "--probe", f"{RUNS}/{study_name}/{spec.wall_probe}"]
+        for r in spec.wall_match:
+            args += ["--match", f"{RUNS}/{study_name}/{r}"]
+        args += ["--run-dir", run_dir, *spec.overrides]
+    else:
+        args = ["grpo_research.cli", "train", "--run-dir", run_dir, *spec.overrides]
+    return q(args)
+
+
 # ---------------------------------------------------------------- used by evaluate.smk
 def eval_args(study_name, benchmark):
     opts = study_benchmarks(study_name).get(benchmark)

@@ -6,11 +6,16 @@
 # `shadow:` (a shadow dir would throw the checkpoint away). If a run's study settings change,
 # the run dir holds a different config.yaml and `train` refuses it (exit 2, message in the
 # log): delete runs/<study>/<run_id> to retrain it.
+#
+# The equal-wall-time supervised control of a seed (`sft_control-wall-seed<N>`) waits for the RL
+# runs of that seed and for its equal-samples twin, and trains as long as the longest of them
+# trained (`python -m grpo_research.studies train-wall`).
 
 
 rule train_run:
     input:
         base=lambda wc: base_inputs(study(wc.study).model),
+        matched=lambda wc: wall_inputs(wc.study, wc.run_id),
     output:
         f"{RUNS}/{{study}}/{{run_id}}/summary.json",
     log:
@@ -22,11 +27,10 @@ rule train_run:
         run_id=r"[^/]+",
     params:
         py=PY,
-        run_dir=lambda wc: f"{RUNS}/{wc.study}/{wc.run_id}",
-        overrides=lambda wc: q(study(wc.study).run(wc.run_id).overrides),
+        command=lambda wc: train_command(wc.study, wc.run_id),
     threads: RES["train"]["threads"]
     resources:
         mem_mb=RES["train"]["mem_mb"],
         runtime=RES["train"]["runtime"],
     shell:
-        "{params.py} -m grpo_research.cli train --run-dir {params.run_dir} {params.overrides} > {log} 2>&1"
+        "{params.py} -m {params.command} > {log} 2>&1"
