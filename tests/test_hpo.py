@@ -151,3 +151,73 @@ def test_two_workers_share_one_postgres_study(tmp_path):
         assert len({t.user_attrs["run_dir"] for t in done}) == len(done)  # one run dir per trial
     finally:
         optuna.delete_study(study_name=name, storage=os.environ["GRPO_RESEARCH_PG_URL"])
+
+
+def _pg_search_cmd(name, tmp_path, model_dir, n_trials):
+    return [sys.executable, "-m", "grpo_research.hpo", "search", "--name", name, "--method", "grpo",
+            "--out", str(tmp_path / "out"), "--runs", str(tmp_path / "trials"),
+            "--storage", os.environ["GRPO_RESEARCH_PG_URL"], "--n-trials", str(n_trials),
+            "--budget-samples", "48", "--eval-every-samples", "16", "--pruner", "{type: none}",
+            "--space", "{optim.lr: {type: float, low: 0.0001, high: 0.01, log: true}}",
+            "--heartbeat-interval", "1", "--grace-period", "4",
+            f"model.name_or_path={model_dir}", "train.eval_size=8", "train.threads=1", "rollout.prompts_per_step=2",
+            "algo.group_size=4", "rollout.max_new_tokens=6", "tracking.wandb=disabled"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("GRPO_RESEARCH_PG_URL"),
+                    reason="no PostgreSQL URL (eval \"$(scripts/start_postgres.sh)\" sets GRPO_RESEARCH_PG_URL)")
+def test_killed_worker_trial_is_failed_and_retried_by_the_survivor(tiny_model_dir, tmp_path):
+    """Two `grpo-research hpo search` workers (real training runs) on one PostgreSQL study; one
+    is SIGKILLed while its trial trains. The survivor marks that trial FAIL once its heartbeat is
+    stale, retries it with the same parameters in the same run dir, and the study ends with the
+    wanted number of COMPLETE trials, none run twice."""
+    import subprocess
+    import time
+
+    import psutil
+
+    name = f"pg-kill-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    victim = subprocess.Popen(_pg_search_cmd(name, tmp_path, tiny_model_dir, 3), env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    survivor = None
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:  # the victim's first trial is training (a step logged)
+            rows = list((tmp_path / "trials").glob("trial-*/metrics.jsonl"))
+            if rows and any(len(p.read_text().splitlines()) >= 2 for p in rows):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the first worker's trial never started training")
+        trainer = psutil.Process(victim.pid).children(recursive=True)
+        survivor = subprocess.Popen(_pg_search_cmd(name, tmp_path, tiny_model_dir, 3), env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        victim.kill()  # SIGKILL: no chance to clean up; its trial's heartbeat stops
+        victim.wait()
+        psutil.wait_procs(trainer, timeout=30)  # the orphaned run stops with its worker (PDEATHSIG)
+        assert not [p for p in trainer if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        _, err = survivor.communicate(timeout=300)
+        assert survivor.returncode == 0, err[-3000:]
+
+        study = optuna.load_study(study_name=name, storage=os.environ["GRPO_RESEARCH_PG_URL"])
+        failed = study.get_trials(states=(TrialState.FAIL,))
+        done = study.get_trials(states=(TrialState.COMPLETE,))
+        assert len(failed) == 1 and len(done) == 3
+        (killed,) = failed
+        retries = [t for t in done if t.system_attrs.get("failed_trial") == killed.number]
+        assert len(retries) == 1, [t.system_attrs for t in done]
+        retry = retries[0]
+        assert retry.params == killed.params and retry.user_attrs["run_dir"] == killed.user_attrs["run_dir"]
+        assert len({t.user_attrs["run_dir"] for t in done}) == 3  # no trial trained twice
+        summary = json.loads((tmp_path / "trials" / retry.user_attrs["run_dir"] / "summary.json").read_text())
+        assert summary["samples"] == 48 and summary["final_accuracy"] == retry.value
+    finally:
+        for p in (victim, survivor):
+            if p is not None and p.poll() is None:
+                p.kill()
+        try:
+            optuna.delete_study(study_name=name, storage=os.environ["GRPO_RESEARCH_PG_URL"])
+        except KeyError:
+            pass

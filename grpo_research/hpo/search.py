@@ -198,7 +198,8 @@ class Objective:
         reported: set[int] = set()
         last: float | None = None
         with open(run_dir / "train.log", "ab") as log_fh:
-            proc = subprocess.Popen(cmd, stdout=log_fh, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(cmd, stdout=log_fh, stderr=subprocess.STDOUT, start_new_session=True,
+                                    preexec_fn=_terminate_with_parent)
             try:
                 offset = 0
                 while True:
@@ -234,6 +235,17 @@ class Objective:
         trial.set_user_attr("steps", summary.get("steps"))
         self.log(f"trial {trial.number} finished: {METRIC} = {value:.3f}")
         return float(value)
+
+
+def _terminate_with_parent() -> None:
+    """In the trial's process, before exec: SIGTERM when the worker dies (Linux prctl
+    PR_SET_PDEATHSIG), so a killed worker's run checkpoints and stops instead of training on
+    as an orphan while the survivor retries the trial in the same run dir."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
 
 
 def _read_new_rows(path: Path, offset: int) -> tuple[list[dict], int]:
