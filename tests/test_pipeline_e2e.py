@@ -50,6 +50,8 @@ def test_miniature_pipeline_end_to_end(tmp_path):
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     results = tmp_path / "results"
     assert (tmp_path / "runs" / "_base" / "tiny-arith" / "base_info.json").exists()
+    # the base model's log shows its progress (a line per check; no bar in a log)
+    assert "base model: step 4/4  loss" in (results / "logs" / "build_base_model" / "tiny-arith.log").read_text()
     for seed in (1, 2):
         run_dir = tmp_path / "runs" / "mini" / f"grpo-seed{seed}"
         summary = json.loads((run_dir / "summary.json").read_text())

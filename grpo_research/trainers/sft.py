@@ -94,6 +94,9 @@ def train_base_model(cfg: RunConfig, out_dir: str | Path, progress: bool = True)
             # a cheap check on the first `check_size` held-out problems decides when to stop
             acc = common.evaluate_accuracy(model, tokenizer, task, heldout[: b.check_size], cfg.rollout.max_new_tokens)
             history.append({"step": step, "loss": loss.item(), "check_accuracy": acc})
+            if not progress:  # logs (the pipeline's build_base_model) get a line per check instead of a bar
+                print(f"base model: step {step}/{b.max_steps}  loss {loss.item():.3f}  check accuracy {acc:.3f}  "
+                      f"({time.perf_counter() - t0:.0f} s)", flush=True)
             if acc >= b.stop_accuracy:
                 break
     bar.close()
