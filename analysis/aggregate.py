@@ -404,10 +404,13 @@ def gains_sentences(gains: pd.DataFrame, runs: list[Run] | None = None) -> list[
                      "solutions): gains are over the base model only.")
     else:
         m = len(gains)
-        wins_s = int((gains["vs_control_verdict"] == "control higher").sum())
-        wins_w = int((gains["vs_wall_verdict"] == "control higher").sum())
-        lines.append(f"The supervised control wins (its interval entirely above) against {wins_s} of {m} RL "
-                     f"variants at equal samples and {wins_w} of {m} at equal wall time.")
+        said = []
+        for key, budget in (("vs_control", "equal samples"), ("vs_wall", "equal wall time")):
+            n = int((gains[f"{key}_n"] > 0).sum())
+            wins = int((gains[f"{key}_verdict"] == "control higher").sum())
+            said.append(f"{wins} of {n} RL variants at {budget}" if n else f"none at {budget} (no control run there)")
+        lines.append(f"The supervised control wins (the interval of RL minus control entirely below 0) against "
+                     f"{said[0]} and {said[1]}.")
     for _, g in gains.iterrows():
         parts = [f"{g['variant']}: {pct(g['final'])} % held-out accuracy; "
                  f"{_points(g['vs_base_mean'], g['vs_base_low'], g['vs_base_high'], g['vs_base_n'])} over the base model"]

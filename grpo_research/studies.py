@@ -34,8 +34,9 @@ trains one run at a given budget of samples (used for Optuna's best-config rerun
 group size is only known once the search has finished);
 `python -m grpo_research.studies train-wall --match DIR [--match DIR ...] --probe DIR --run-dir D [k=v ...]`
 trains the equal-wall-time control: steps = (the longest summed `step_s` of the --match runs) /
-(the median `step_s` of the --probe run), evaluated `--evals` times; it writes
-`wall_budget.json` (target seconds, matched runs, steps) into the run dir.
+(the median `step_s` of the --probe run), evaluated `--evals` times; it first writes
+`wall_budget.json` (target seconds, matched runs, steps) into the run dir, which marks the run
+as the equal-wall-time control for the analysis.
 """
 from __future__ import annotations
 
@@ -418,11 +419,15 @@ def _train_wall(args: argparse.Namespace) -> int:
 
     budget = wall_budget(args.match, args.probe, args.evals)
     run_dir = Path(args.run_dir)
-    rc = cli_main(["train", "--run-dir", args.run_dir, *args.overrides,
-                   override("train.steps", budget["steps"]), override("train.eval_every", budget["eval_every"])])
-    if rc == 0:
-        write_text_atomic(run_dir / WALL_BUDGET_FILE, json.dumps(budget, indent=2) + "\n")
-    return rc
+    text = json.dumps(budget, indent=2) + "\n"
+    saved = run_dir / WALL_BUDGET_FILE
+    if not saved.exists():  # written first: it marks the run as the equal-wall-time control
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(saved, text)
+    # a changed budget changes train.steps, so `train` refuses the run dir (exit 2) and the old
+    # wall_budget.json stays beside the old config
+    return cli_main(["train", "--run-dir", args.run_dir, *args.overrides,
+                     override("train.steps", budget["steps"]), override("train.eval_every", budget["eval_every"])])
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -177,8 +177,8 @@ def test_gains_over_base_and_control_are_paired_by_seed(control_study):
     assert p["vs_wall_mean"] == pytest.approx(np.mean([0.10, 0.14, 0.12]) - 0.44)
     assert p["wall_beyond"] == 0 and p["vs_wall_verdict"] == "control higher"
     text = gains_sentences(gains.reset_index())
-    assert text[0] == ("The supervised control wins (its interval entirely above) against 2 of 2 RL variants at "
-                       "equal samples and 2 of 2 at equal wall time.")
+    assert text[0] == ("The supervised control wins (the interval of RL minus control entirely below 0) against "
+                       "2 of 2 RL variants at equal samples and 2 of 2 RL variants at equal wall time.")
     assert text[1].startswith("grpo: 32.0 % held-out accuracy; +12.0 points [") and "the control wins" in text[1]
 
 
@@ -217,5 +217,11 @@ def test_wall_curves_and_the_report_panel(control_study, tmp_path):
     assert "equal wall time: held-out accuracy against seconds of training" in html
     md = (out / "gains.md").read_text()
     assert "2 of 2 RL variants at equal samples" in md
+    import shutil
+
+    for d in control_study.glob("sft_control-wall-*"):
+        shutil.rmtree(d)  # the equal-wall-time controls not run: said, not counted as RL wins
+    gains = gains_table(load_study_runs(control_study), n_boot=200)
+    assert gains_sentences(gains)[0].endswith("and none at equal wall time (no control run there).")
     cost = pd.read_csv(out / "cost.csv").set_index("variant")
     assert cost.loc["sft_control-wall", "training time (s)"] == pytest.approx(10.0)  # control rows are read too
