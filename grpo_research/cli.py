@@ -2,6 +2,9 @@
 
 Usage errors (bad config, bad files, a run dir holding another config) print one line,
 `error: ...`, and exit with status 2 before any compute and before anything is written.
+
+`train` with `train.launcher=torchrun` relaunches itself under torchrun
+(grpo_research/trainers/launcher.py) and exits with its workers' status (0, 2, or 75).
 """
 from __future__ import annotations
 
@@ -55,24 +58,50 @@ def _write_config(run_dir: Path, cfg: RunConfig) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config, args.overrides)
+    cfg = load_config(args.config, args.overrides)  # launcher=torchrun: also refuses what cannot shard
     run_dir = Path(args.run_dir)
     _check_run_dir(run_dir, cfg)
+    from grpo_research.trainers import launcher
+
+    if cfg.train.launcher == "torchrun" and not launcher.under_torchrun():
+        argv = ["--run-dir", args.run_dir, *(["--config", args.config] if args.config else []), *args.overrides]
+        return launcher.launch(argv, cfg.train.nproc_per_node, cfg.train.threads)
     _quiet_libraries()
-    from grpo_research.trainers import METHODS
-    from grpo_research.trainers.common import EXIT_PREEMPTED, Preempted
+    from grpo_research.config import data_parallel_problem
+    from grpo_research.trainers import METHODS, distributed
+    from grpo_research.trainers.common import EXIT_PREEMPTED, Preempted, resolve_device
     from grpo_research.trainers.sft import ensure_base_model
 
-    model_path = ensure_base_model(cfg, progress=cfg.tracking.progress)
-    trainer = METHODS[cfg.method](cfg, run_dir, model_path)  # may still refuse the config; writes nothing
-    _write_config(run_dir, cfg)
+    launcher.record_pid()
+    dp, _ = distributed.setup(resolve_device(cfg.model.device))  # world 1 unless torchrun started us
     try:
-        summary = trainer.train()
-    except Preempted as e:
-        print(f"preempted: checkpoint written at step {e.step}; rerun the same command to resume", file=sys.stderr)
-        return EXIT_PREEMPTED
-    print(json.dumps(summary))
-    return 0
+        problem = data_parallel_problem(cfg, dp.world, "WORLD_SIZE")
+        if problem:
+            raise ConfigError(problem)
+        if not dp.main:
+            dp.barrier()  # rank 0 builds the tiny base model (when not cached yet) alone
+        model_path = ensure_base_model(cfg, progress=cfg.tracking.progress and dp.main)
+        if dp.main:
+            dp.barrier()
+        trainer = METHODS[cfg.method](cfg, run_dir, model_path)  # may still refuse the config; writes nothing
+        if dp.main:
+            _write_config(run_dir, cfg)
+        try:
+            summary, code = trainer.train(), 0
+        except Preempted as e:
+            if dp.main:
+                print(f"preempted: checkpoint written at step {e.step}; rerun the same command to resume",
+                      file=sys.stderr)
+            code = EXIT_PREEMPTED
+        if dp.main and code == 0:
+            print(json.dumps(summary))
+        launcher.record_exit(code)
+        dp.barrier()  # rank 0 has written everything before any process exits
+        if code == EXIT_PREEMPTED and launcher.reporting():
+            return 0  # the launcher returns 75 from the recorded codes; torchrun would print a failure report
+        return code
+    finally:
+        distributed.shutdown()
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
@@ -147,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except (ConfigError, UsageError) as e:
         print(f"error: {e}", file=sys.stderr)
+        if args.command == "train":
+            from grpo_research.trainers.launcher import record_exit
+
+            record_exit(USAGE_ERROR)  # a torchrun worker: tell the launcher
         return USAGE_ERROR
 
 

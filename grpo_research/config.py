@@ -144,6 +144,13 @@ class RolloutConfig:
     temperature: float = _f(1.0, "Sampling temperature (log-probs use the same temperature).", gt(0))
     top_p: float = _f(1.0, "Nucleus sampling threshold.", lambda v: None if 0 < v <= 1 else "must be in (0, 1]")
     max_new_tokens: int = _f(12, "Longest completion; a completion without EOS by then is truncated.", gt(0))
+    sampler: str = _f(
+        "torch",
+        "hf backend's sampler: torch (HF generate's draws for a seed: torch.multinomial over the batch) or counter "
+        "(Gumbel-max with noise hashed from (step seed, global row, position, token id): a row draws the same "
+        "whatever batch it is in, so train.launcher=torchrun samples what one process samples).",
+        one_of("torch", "counter"),
+    )
 
 
 @dataclass
@@ -211,6 +218,16 @@ class TrainConfig:
     threads: int = _f(0, "torch CPU threads (0: leave torch's default).", ge(0))
     shared_prefix: bool = _f(
         True, "Log-prob forwards compute each group's shared prompt once (benchmarks/RESULTS.md: about 1.5x TRL vs 1.1-1.2x)."
+    )
+    launcher: str = _f(
+        "local",
+        "local: one process; torchrun: `grpo-research train` relaunches itself under torchrun with "
+        "`nproc_per_node` data-parallel processes (gloo on CPU, NCCL on GPU; each samples its share of the step's "
+        "prompts; gradients are all-reduced; rank 0 writes the run dir).",
+        one_of("local", "torchrun"),
+    )
+    nproc_per_node: int = _f(
+        2, "train.launcher=torchrun: processes (one GPU each when training on CUDA); `threads` is per process.", gt(0)
     )
 
 
@@ -368,6 +385,12 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise ConfigError(
             f"'task.level_weights' has {len(cfg.task.level_weights)} entries but 'task.levels' has {len(cfg.task.levels)}"
         )
+    if cfg.rollout.sampler == "counter" and cfg.rollout.backend != "hf":
+        raise ConfigError("'rollout.sampler' = 'counter' needs rollout.backend=hf (vLLM samples with its own sampler)")
+    if cfg.train.launcher == "torchrun":
+        problem = data_parallel_problem(cfg, cfg.train.nproc_per_node)
+        if problem:
+            raise ConfigError(problem)
     from grpo_research.rewards import REWARDS
 
     for name, w in cfg.reward.weights.items():
@@ -376,6 +399,34 @@ def validate(cfg: RunConfig) -> RunConfig:
         if not _type_ok(w, float):
             raise ConfigError(f"'reward.weights.{name}' = {w!r} must be a number")
     return cfg
+
+
+def data_parallel_problem(cfg: RunConfig, world: int, source: str = "train.nproc_per_node") -> str | None:
+    """Why `cfg` cannot train data-parallel over `world` processes exactly as one process would
+    (one line naming the setting), or None. Each process samples a contiguous share of the step's
+    prompts and computes its groups' advantages, so anything that looks across groups is refused.
+    `source`: what set the number of processes (the config key, or WORLD_SIZE under torchrun)."""
+    from grpo_research.trainers import DATA_PARALLEL_METHODS
+
+    if world <= 1:
+        return None
+    where = f"data-parallel training over {world} processes ({source}={world})"
+    if cfg.method not in DATA_PARALLEL_METHODS:
+        return (f"{where} does not support method={cfg.method} (supported: "
+                f"{', '.join(sorted(DATA_PARALLEL_METHODS))}); use train.launcher=local")
+    if cfg.rollout.prompts_per_step % world:
+        return (f"{where}: rollout.prompts_per_step={cfg.rollout.prompts_per_step} is not divisible by "
+                f"the {world} processes")
+    a = cfg.algo
+    if a.dynamic_sampling:
+        return f"{where}: algo.dynamic_sampling=true refills the batch across all processes' groups; set it false"
+    if a.advantage == "reinforce_pp":
+        return f"{where}: algo.advantage=reinforce_pp normalises over the whole batch; use group or rloo"
+    if a.advantage == "group" and a.adv_scale == "batch":
+        return f"{where}: algo.adv_scale=batch scales by the whole batch's std; use group or none"
+    if cfg.rollout.backend != "hf":
+        return f"{where}: rollout.backend={cfg.rollout.backend} is not supported; use rollout.backend=hf"
+    return None
 
 
 def load_yaml(path: str | Path) -> dict:

@@ -42,8 +42,10 @@ def test_ablations_dry_run_plans_the_default_study(tmp_path):
     print(f"snakemake -n ablations planned in {seconds:.2f} s")
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
-    assert jobs(out) == {"build_base_model": 1, "train_run": 12, "evaluate_run": 12, "report_study": 1,
-                         "render_index": 1, "ablations": 1, "total": 28}
+    # 4 methods x 3 seeds, and the supervised control at equal samples and at equal wall time x 3 seeds
+    assert jobs(out) == {"build_base_model": 1, "train_run": 18, "evaluate_run": 18, "report_study": 1,
+                         "render_index": 1, "ablations": 1, "total": 40}
+    assert "runs/ppo_vs_grpo/sft_control-wall-seed2/summary.json" in out
     assert "runs/ppo_vs_grpo/ppo-lam0.95-seed1/summary.json" in out
     assert "runs/ppo_vs_grpo/dr_grpo-seed3/eval/arith.json" in out
 
@@ -84,5 +86,21 @@ def test_slurm_profile_dry_run_without_slurm(tmp_path):
     proc, _ = snakemake(tmp_path, "--profile", str(ROOT / "configs" / "profiles" / "slurm"), "-n", "ablations")
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
-    assert jobs(out)["train_run"] == 12
+    assert jobs(out)["train_run"] == 18
     assert "gres=gpu:1" in out and "mem_mb=4000" in out and "runtime=120" in out
+
+
+def test_torchrun_runs_ask_for_a_core_per_process(tmp_path):
+    """train.launcher=torchrun: the training job's threads are nproc_per_node x train.threads;
+    a study that cannot train data-parallel (PPO, the control) stops while planning."""
+    data_parallel = {"only_methods": ["grpo"], "run_overrides": ["train.launcher=torchrun", "rollout.sampler=counter"]}
+    proc, _ = snakemake(tmp_path, "-n", "--cores", "8", "study_beta", config=data_parallel)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    train_blocks = [b for b in out.split("rule ") if b.startswith("train_run:")]
+    assert len(train_blocks) == 12 and all("threads: 2" in b for b in train_blocks)
+    proc, _ = snakemake(tmp_path, "-n", "--cores", "8", "study_beta", config={"only_methods": ["grpo"]})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and not [b for b in out.split("rule ") if b.startswith("train_run:") and "threads:" in b]
+    proc, _ = snakemake(tmp_path, "-n", "ablations", config={"run_overrides": data_parallel["run_overrides"]})
+    assert proc.returncode != 0 and "does not support method=ppo" in proc.stdout + proc.stderr

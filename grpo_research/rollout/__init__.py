@@ -20,6 +20,19 @@ A model the lean loop cannot drive (encoder-decoder, or a forward without `posit
 `logits_to_keep` and a cache argument) falls back to `model.generate` with an explicit
 `GenerationConfig`.
 
+Samplers (config `rollout.sampler`):
+- `torch` (default): the HF-equivalent sampler above, `torch.multinomial` over all N rows with
+  the global generator seeded once per call: which sample a row draws depends on the rows
+  around it (the batch's composition).
+- `counter`: Gumbel-max sampling, token = argmax(top_p(logits / temperature) + g), where the
+  Gumbel noise g of (row, position, vocabulary id) is a counter-based hash of (seed, global row
+  id, completion position, vocabulary id) (`counter_gumbel`: vectorised integer ops, no
+  generator state). The global row id is `row_offset` + the row's index in this call, so a
+  sub-batch sampled with the right offset (a data-parallel rank sampling its slice of the
+  step's prompts) draws exactly the tokens the full batch draws for those rows (up to float
+  rounding of the logits), and dropping ended rows from the decode batch changes nothing. Same
+  distribution as `torch`: softmax(top_p(logits / temperature)).
+
 The sampler is seeded from (run seed, step), so a resumed run draws the same samples. A
 completion ends at its first EOS; one that reaches `max_new_tokens` without EOS is marked
 truncated (`finished=False`). Completion text is decoded without skipping special tokens, so
@@ -114,18 +127,30 @@ def generate(
     top_p: float = 1.0,
     greedy: bool = False,
     seed: int | None = None,
+    sampler: str = "torch",
+    row_offset: int = 0,
 ) -> RolloutBatch:
-    """Generate `n_per_prompt` completions for each problem with the HF model."""
+    """Generate `n_per_prompt` completions for each problem with the HF model.
+
+    `sampler`: "torch" (seeds the global generator with `seed`) or "counter" (noise hashed from
+    `seed` and each row's global id `row_offset + i`; see the module docstring)."""
     device = next(model.parameters()).device
     prompt_ids, prompt_mask = encode_prompts(tokenizer, [p.prompt for p in problems], device)  # (B, P)
-    if seed is not None:
+    counter = {}
+    if sampler == "counter":
+        if seed is None:  # unseeded: one draw of the global generator picks the noise
+            seed = int(torch.randint(0, 2**62, ()))
+        counter = {"counter_seed": seed, "row_offset": row_offset}
+    elif sampler != "torch":
+        raise ValueError(f"unknown sampler {sampler!r}; known: torch, counter")
+    elif seed is not None:
         torch.manual_seed(seed)
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     sample = sample_completions if lean_supported(model) else hf_generate_completions
     with torch.inference_mode():  # ~6 % faster decoding than no_grad alone
         completion = sample(model, prompt_ids, prompt_mask, n_per_prompt, max_new_tokens=max_new_tokens,
                             temperature=temperature, top_p=top_p, greedy=greedy, eos_token_id=eos,
-                            pad_token_id=pad)  # (N, T') with T' <= max_new_tokens
+                            pad_token_id=pad, **counter)  # (N, T') with T' <= max_new_tokens
     completion = completion.clone()  # a normal tensor: the trainer's forward saves input ids for backward
     prompt_ids = prompt_ids.repeat_interleave(n_per_prompt, dim=0)  # (N, P)
     prompt_mask = prompt_mask.repeat_interleave(n_per_prompt, dim=0)  # (N, P)
@@ -162,10 +187,9 @@ def lean_supported(model) -> bool:
     return {"position_ids", "logits_to_keep"} <= params and ("cache" in params or "past_key_values" in params)
 
 
-def pick_tokens(logits: torch.Tensor, temperature: float, top_p: float, greedy: bool) -> torch.Tensor:
-    """(N,) next tokens from (N, V) float32 logits, as HF `generate` samples them."""
-    if greedy:
-        return logits.argmax(dim=-1)
+def warp_logits(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """(N, V) logits / temperature with the tokens outside the top-p nucleus set to -inf, as HF's
+    `TemperatureLogitsWarper` then `TopPLogitsWarper` (min_tokens_to_keep=1) compute them."""
     if temperature != 1.0:
         logits = logits / temperature  # TemperatureLogitsWarper
     if top_p < 1.0:  # TopPLogitsWarper (min_tokens_to_keep=1)
@@ -173,15 +197,73 @@ def pick_tokens(logits: torch.Tensor, temperature: float, top_p: float, greedy: 
         remove = sorted_logits.softmax(dim=-1).cumsum(dim=-1) <= (1 - top_p)  # (N, V)
         remove[:, -1:] = False
         logits = logits.masked_fill(remove.scatter(1, sorted_idx, remove), -float("inf"))
-    probs = torch.softmax(logits, dim=-1)  # (N, V)
+    return logits
+
+
+def pick_tokens(logits: torch.Tensor, temperature: float, top_p: float, greedy: bool) -> torch.Tensor:
+    """(N,) next tokens from (N, V) float32 logits, as HF `generate` samples them."""
+    if greedy:
+        return logits.argmax(dim=-1)
+    probs = torch.softmax(warp_logits(logits, temperature, top_p), dim=-1)  # (N, V)
     return torch.multinomial(probs, num_samples=1).squeeze(1)  # (N,)
+
+
+# ---------------------------------------------------------------- the counter-based sampler
+_M32 = 0xFFFFFFFF
+
+
+def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
+    """(x * c) mod 2**32 for int64 tensors holding values in [0, 2**32), without int64 overflow
+    (the same bits on every device): c = c' + 2**31 b with c' < 2**31, and x 2**31 mod 2**32 is
+    (x & 1) << 31."""
+    if c < 1 << 31:
+        return (x * c) & _M32  # x * c < 2**63
+    return (x * (c - (1 << 31)) + ((x & 1) << 31)) & _M32
+
+
+def _hash32(x: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer mixer (`lowbias32`, C. Wellons' hash-prospector) on int64 tensors
+    holding uint32 values: every input bit flips each output bit with probability ~1/2."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def counter_gumbel(seed: int, rows: torch.Tensor, position: int, vocab_size: int) -> torch.Tensor:
+    """(n, V) float32 standard Gumbel noise, a pure function of (seed, global row id `rows` (n,),
+    position, vocabulary id): the same value for a (row, position, id) whatever else is in the
+    batch. Keys are chained hashes of (seed, row, position) per row and of the id per column;
+    one more hash of their xor gives 32 bits per entry; u = (top 23 bits + 0.5) / 2**23 lies in
+    (0, 1) exactly in float32, g = -log(-log(u)). Integer work per token: ~15 elementwise ops
+    over (n, V) (negligible on a GPU; ~1 s per token for 64 rows x 150k ids on a slow 2-core CPU)."""
+    seed = int(seed) % (1 << 64)
+    key = _hash32(torch.tensor([(seed >> 32) & _M32], dtype=torch.long, device=rows.device))  # (1,)
+    key = _hash32(key ^ (seed & _M32))  # (1,)
+    key = _hash32(_hash32(key ^ (rows.long() & _M32)) ^ (int(position) & _M32))  # (n,) one key per row
+    vocab = _hash32(torch.arange(vocab_size, dtype=torch.long, device=rows.device) ^ 0x9E3779B9)  # (V,)
+    bits = _hash32(key.unsqueeze(1) ^ vocab.unsqueeze(0))  # (n, V) uint32 in int64
+    u = ((bits >> 9).float() + 0.5) * (1.0 / (1 << 23))  # (n, V) in (0, 1)
+    return -torch.log(-torch.log(u))  # (n, V)
+
+
+def counter_pick_tokens(logits: torch.Tensor, temperature: float, top_p: float, greedy: bool, *, seed: int,
+                        rows: torch.Tensor, position: int) -> torch.Tensor:
+    """(n,) next tokens of the decode rows `rows` (their global row ids, (n,)) from (n, V) float32
+    logits: argmax(top_p(logits / temperature) + Gumbel noise), a sample of
+    softmax(top_p(logits / temperature)) (the Gumbel-max trick), as `pick_tokens` draws it in law."""
+    if greedy:
+        return logits.argmax(dim=-1)
+    warped = warp_logits(logits, temperature, top_p)  # (n, V) -inf outside the nucleus
+    return (warped + counter_gumbel(seed, rows, position, logits.shape[-1])).argmax(dim=-1)  # (n,)
 
 
 @torch.no_grad()
 def sample_completions(
     model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, n_per_prompt: int, *, max_new_tokens: int,
     temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False, eos_token_id: int, pad_token_id: int,
-    share_prefix: bool = True, compact: bool = True,
+    share_prefix: bool = True, compact: bool = True, counter_seed: int | None = None, row_offset: int = 0,
 ) -> torch.Tensor:
     """(N, T') completion tokens, N = B x n_per_prompt (each prompt's copies in a row), pad after
     EOS; T' = steps until every row ended or `max_new_tokens`.
@@ -190,6 +272,8 @@ def sample_completions(
     ended rows from the decode batch (once `COMPACT_FRACTION` of it has ended). Neither changes
     what is sampled beyond float rounding: the sampler still draws for all N rows each step
     (rows not in the batch get dummy logits and their draw is discarded), as HF does.
+    `counter_seed`: sample with `counter_pick_tokens` instead (global row ids `row_offset + i`),
+    only for the rows still decoding.
     """
     from transformers import DynamicCache
 
@@ -216,8 +300,14 @@ def sample_completions(
     unfinished = torch.ones(N, dtype=torch.bool, device=device)  # (N,)
     full = logits  # (N, V) logits of every row (dummy for rows not decoded any more)
     steps = max_new_tokens
+    counter = counter_seed is not None
     for t in range(max_new_tokens):
-        picked = pick_tokens(full, temperature, top_p, greedy)  # (N,)
+        if counter:  # only the decode rows draw; a row's draw depends on its global id, not on the batch
+            picked = torch.full((N,), pad_token_id, dtype=torch.long, device=device)  # (N,)
+            picked[rows] = counter_pick_tokens(logits, temperature, top_p, greedy, seed=counter_seed,
+                                               rows=rows + row_offset, position=t)
+        else:
+            picked = pick_tokens(full, temperature, top_p, greedy)  # (N,)
         picked = torch.where(unfinished, picked, torch.full_like(picked, pad_token_id))
         tokens[:, t] = picked
         unfinished &= picked != eos_token_id
@@ -237,7 +327,7 @@ def sample_completions(
         out = model(input_ids=step_ids, attention_mask=attn, position_ids=next_pos.unsqueeze(1), **ckw)
         next_pos = next_pos + 1
         logits = out.logits[:, -1].float()  # (n, V)
-        if len(rows) == N:
+        if counter or len(rows) == N:
             full = logits
         else:
             full = logits.new_zeros(N, logits.shape[-1])
@@ -249,16 +339,29 @@ def sample_completions(
 def hf_generate_completions(
     model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, n_per_prompt: int, *, max_new_tokens: int,
     temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False, eos_token_id: int, pad_token_id: int,
+    counter_seed: int | None = None, row_offset: int = 0,
 ) -> torch.Tensor:
-    """The fallback: `model.generate` with an explicit GenerationConfig (no model defaults)."""
-    from transformers import GenerationConfig
+    """The fallback: `model.generate` with an explicit GenerationConfig (no model defaults).
+    The counter sampler runs as a logits processor in front of greedy decoding."""
+    from transformers import GenerationConfig, LogitsProcessorList
 
     ids = prompt_ids.repeat_interleave(n_per_prompt, dim=0)  # (N, P)
     mask = prompt_mask.repeat_interleave(n_per_prompt, dim=0)  # (N, P)
+    processors = None
+    if counter_seed is not None and not greedy:
+        rows = torch.arange(ids.shape[0], device=ids.device) + row_offset  # (N,) global row ids
+        P = ids.shape[1]
+
+        def gumbel(input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:  # (N, V) -> (N, V)
+            warped = warp_logits(scores.float(), temperature, top_p)
+            return warped + counter_gumbel(counter_seed, rows, input_ids.shape[1] - P, scores.shape[-1])
+
+        processors, greedy = LogitsProcessorList([gumbel]), True
     sampling = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": 0}
     gen_cfg = GenerationConfig(do_sample=not greedy, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id,
                                pad_token_id=pad_token_id, use_cache=True, **sampling)
-    out = model.generate(input_ids=ids, attention_mask=mask, generation_config=gen_cfg)  # (N, P + T')
+    out = model.generate(input_ids=ids, attention_mask=mask, generation_config=gen_cfg,
+                         logits_processor=processors)  # (N, P + T')
     return out[:, ids.shape[1]:]
 
 

@@ -107,6 +107,20 @@ class Tracker:
         self.wandb.finish()
 
 
+class NullTracker:
+    """The tracker of data-parallel ranks other than 0 (train.launcher=torchrun): rank 0 alone
+    writes metrics.jsonl, samples/ and W&B."""
+
+    def log(self, row: dict[str, Any]) -> None:
+        pass
+
+    def log_table(self, step: int, rows: list[dict[str, Any]]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     rows = []
     with open(path) as fh:

@@ -12,15 +12,21 @@ from typing import Any, Callable
 METHODS: dict[str, Callable] = {}
 METHOD_PRESETS: dict[str, dict[str, Any]] = {}
 METHOD_DOCS: dict[str, str] = {}
+DATA_PARALLEL_METHODS: set[str] = set()  # methods that train under train.launcher=torchrun
 
 
-def register_method(name: str, preset: dict[str, Any] | None = None, doc: str = ""):
+def register_method(name: str, preset: dict[str, Any] | None = None, doc: str = "", data_parallel: bool = False):
+    """`data_parallel`: the trainer shards the step's prompts over torchrun processes
+    (grpo_research/trainers/distributed.py) and reaches what one process reaches."""
+
     def deco(obj):
         if name in METHODS:
             raise ValueError(f"method {name!r} registered twice")
         METHODS[name] = obj
         METHOD_PRESETS[name] = preset or {}
         METHOD_DOCS[name] = doc
+        if data_parallel:
+            DATA_PARALLEL_METHODS.add(name)
         return obj
 
     return deco
@@ -32,14 +38,17 @@ def _grpo(cfg, run_dir, model_path):
     return GRPOTrainer(cfg, run_dir, model_path)
 
 
-register_method("grpo", doc="GRPO, DeepSeekMath (arXiv 2402.03300): group std scaling, sequence aggregation.")(_grpo)
+register_method("grpo", data_parallel=True,
+                doc="GRPO, DeepSeekMath (arXiv 2402.03300): group std scaling, sequence aggregation.")(_grpo)
 register_method(
     "dr_grpo",
+    data_parallel=True,
     preset={"algo": {"adv_scale": "none", "loss_agg": "constant"}},
     doc="Dr. GRPO (arXiv 2503.20783): no std scaling, constant normaliser (batch x max_new_tokens).",
 )(_grpo)
 register_method(
     "dapo",
+    data_parallel=True,
     preset={
         "algo": {"loss_agg": "token", "clip_eps": 0.2, "clip_eps_high": 0.28, "dynamic_sampling": True,
                  "overlong_filter": True, "beta": 0.0},
@@ -50,16 +59,19 @@ register_method(
 )(_grpo)
 register_method(
     "gspo",
+    data_parallel=True,
     preset={"algo": {"importance": "sequence", "clip_eps": 3e-4, "clip_eps_high": 4e-4, "loss_agg": "sequence"}},
     doc="GSPO (arXiv 2507.18071): sequence-level, length-normalised importance ratio clipped at 3e-4/4e-4.",
 )(_grpo)
 register_method(
     "rloo",
+    data_parallel=True,
     preset={"algo": {"advantage": "rloo", "loss_agg": "token"}},
     doc="RLOO (Ahmadian et al. 2024, arXiv 2402.14740): leave-one-out baseline, no std scaling.",
 )(_grpo)
 register_method(
     "reinforce_pp",
+    data_parallel=True,
     preset={"algo": {"advantage": "reinforce_pp", "loss_agg": "token"}},
     doc="REINFORCE++ (Hu 2025, arXiv 2501.03262): advantages normalised with the global batch mean and std.",
 )(_grpo)

@@ -108,9 +108,9 @@ def token_logprobs_shared_prefix(
 
 
 @torch.no_grad()
-def evaluate_accuracy(model, tokenizer, task: Task, problems: list[Problem], max_new_tokens: int,
-                      batch_size: int = 500) -> float:
-    """Greedy held-out accuracy with the task's own grader."""
+def count_correct(model, tokenizer, task: Task, problems: list[Problem], max_new_tokens: int,
+                  batch_size: int = 500) -> int:
+    """Problems answered correctly, greedy, with the task's own grader."""
     was_training = model.training
     model.eval()
     correct = 0
@@ -120,7 +120,13 @@ def evaluate_accuracy(model, tokenizer, task: Task, problems: list[Problem], max
         grades = task.grade_many(chunk, batch.completions, batch.finished)
         correct += sum(g.correct for g in grades)
     model.train(was_training)
-    return correct / max(len(problems), 1)
+    return correct
+
+
+def evaluate_accuracy(model, tokenizer, task: Task, problems: list[Problem], max_new_tokens: int,
+                      batch_size: int = 500) -> float:
+    """Greedy held-out accuracy with the task's own grader."""
+    return count_correct(model, tokenizer, task, problems, max_new_tokens, batch_size) / max(len(problems), 1)
 
 
 def make_optimizer(params, lr: float, weight_decay: float, betas: tuple[float, float]) -> torch.optim.Optimizer:

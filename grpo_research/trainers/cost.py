@@ -11,7 +11,10 @@ Every trainer logs these under `cost/` each step:
 | cost/gen_tokens_per_s | generated tokens per second of rollout time |
 | cost/samples_per_s | completions per second of step time |
 | cost/model_flops_per_s | model FLOPs of the step (2 N per token of every forward, 6 N per trained token, over every model that runs) per second of step time |
-| cost/mfu | model_flops_per_s / the peak matmul FLOP/s measured by this process at start |
+| cost/mfu | model_flops_per_s / (the peak matmul FLOP/s measured by this process at start x the data-parallel processes) |
+
+Under data parallelism (train.launcher=torchrun) samples, tokens and FLOPs are the step's totals
+over all processes; memory and seconds are rank 0's.
 """
 from __future__ import annotations
 
@@ -73,7 +76,7 @@ class CostMeter:
             self.models[name] = (model, optimizer)
 
     def step_metrics(self, *, step_s: float, rollout_s: float, update_s: float, samples: int,
-                     generated_tokens: int, model_flops: float) -> dict[str, float]:
+                     generated_tokens: int, model_flops: float, devices: int = 1) -> dict[str, float]:
         row: dict[str, float] = {}
         total = 0
         for name, (model, opt) in self.models.items():
@@ -90,7 +93,7 @@ class CostMeter:
             "cost/gen_tokens_per_s": generated_tokens / rollout_s if rollout_s > 0 else 0.0,
             "cost/samples_per_s": samples / step_s if step_s > 0 else 0.0,
             "cost/model_flops_per_s": flops_per_s,
-            "cost/mfu": flops_per_s / self.peak_flops,
+            "cost/mfu": flops_per_s / (self.peak_flops * devices),
         })
         return row
 

@@ -19,11 +19,19 @@ Departures from the paper:
 - Log-probs use logits / temperature, the distribution actually sampled (as TRL does).
 - With mu = 1 the old log-probs are the current ones detached (ratio = 1, no extra forward).
 - Completions a reward term masks (sandbox errors) are removed from the loss, not scored 0.
+- Data parallel (`train.launcher=torchrun`, grpo_research/trainers/distributed.py): each
+  process samples a contiguous share of the step's prompts and computes its own groups'
+  advantages; the loss is scaled so that its sum over processes is the one-process loss for
+  every `algo.loss_agg`, gradients are summed over processes before clipping and AdamW, and
+  rank 0 alone writes the run dir. With `rollout.sampler=counter` the processes together draw
+  the one-process samples, so they end at the one-process parameters (up to float rounding);
+  anything that looks across groups (dynamic sampling, batch-normalised advantages) is refused.
 """
 from __future__ import annotations
 
 import functools
 import json
+import math
 import random
 import time
 from pathlib import Path
@@ -41,14 +49,14 @@ from grpo_research.algorithms import (
     masked_mean,
     sequence_clip_fraction,
 )
-from grpo_research.config import RunConfig
+from grpo_research.config import ConfigError, RunConfig, data_parallel_problem
 from grpo_research.models import load_causal_lm
 from grpo_research.rewards import RewardBatch, build_reward
 from grpo_research.rollout import RolloutBatch, SampledRolloutBatch, rollout_backend, select_and_concat
 from grpo_research.rollout.vllm_backend import logp_drift
 from grpo_research.tasks import get_task
-from grpo_research.tracking import Tracker
-from grpo_research.trainers import common
+from grpo_research.tracking import NullTracker, Tracker
+from grpo_research.trainers import common, distributed
 from grpo_research.trainers.cost import CostMeter, forward_flops, train_flops
 
 
@@ -77,7 +85,11 @@ class GRPOTrainer:
             torch.set_num_threads(cfg.train.threads)
         common.seed_everything(cfg.seed)
         self.task = task_from_config(cfg)
-        self.device = common.resolve_device(cfg.model.device)
+        # world 1 unless started by torchrun with WORLD_SIZE > 1 (then: process group joined, cuda:LOCAL_RANK)
+        self.dp, self.device = distributed.setup(common.resolve_device(cfg.model.device))
+        problem = data_parallel_problem(cfg, self.dp.world, "WORLD_SIZE") if self.dp.active else None
+        if problem:
+            raise ConfigError(problem)
         self.policy, self.tokenizer = load_causal_lm(model_path, cfg.model.dtype)
         self.policy.to(self.device)
         # rollout.backend: hf -> rollout.generate; vllm -> a colocated engine's generate (same signature),
@@ -127,18 +139,24 @@ class GRPOTrainer:
         `algo.max_resample_rounds` extra rounds; every generated completion counts in `samples`."""
         cfg, a = self.cfg, self.cfg.algo
         G, want = a.group_size, cfg.rollout.prompts_per_step
+        lo, hi = self.dp.shard(want)  # data parallel: this process's prompts of the step (all of them at world 1)
+        sampler = {} if cfg.rollout.sampler == "torch" else {"sampler": cfg.rollout.sampler, "row_offset": lo * G}
         batches, scores, keep_rows = [], [], []
         kept_groups = generated = dropped = 0
         for round_ in range(1 + (a.max_resample_rounds if a.dynamic_sampling else 0)):
-            problems = self.task.train_problems(self.data_rng, want)
+            problems = self.task.train_problems(self.data_rng, want)  # every process draws the same problems
+            if self.dp.active:
+                problems = problems[lo:hi]
+            seed = common.step_seed(cfg.seed, self.step, stream=round_)
+            if self.dp.active and not sampler:  # torch sampler: independent draws per process
+                seed ^= self.dp.rank << 40
             batch = self.generate(
                 self.policy, self.tokenizer, problems, G, max_new_tokens=cfg.rollout.max_new_tokens,
-                temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-                seed=common.step_seed(cfg.seed, self.step, stream=round_),
+                temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, seed=seed, **sampler,
             )
             rb = self.reward_fn(batch.problems, batch.completions, batch.finished)
             generated += len(batch.completions)
-            groups = torch.tensor(rb.total).view(-1, G)  # (want, G)
+            groups = torch.tensor(rb.total).view(-1, G)  # (prompts, G)
             rows = []
             for g in range(groups.shape[0]):
                 if a.dynamic_sampling and (bool((groups[g] == groups[g, 0]).all()) or kept_groups >= want):
@@ -190,6 +208,8 @@ class GRPOTrainer:
         surrogate = SURROGATES[a.importance]
         clip_frac_fn = sequence_clip_fraction if a.importance == "sequence" else (
             lambda lp, old, adv, m, lo, hi: clip_fraction(lp, old, adv, m, lo, hi))
+        # data parallel: this process's share of the one-process loss (token: one all-reduce of the count)
+        loss_scale = self.dp.loss_scale(mask, a.loss_agg) if self.dp.active else 1.0
 
         ref_logp = None
         if self.ref is not None:
@@ -214,11 +234,18 @@ class GRPOTrainer:
                 kl = kl_estimate(logp, ref_logp, a.kl_estimator)  # (N, T)
                 per_token = per_token + a.beta * kl
             loss = aggregate_loss(per_token, mask, a.loss_agg, max_len=cfg.rollout.max_new_tokens)
+            if self.dp.active:  # backward on this share, then sum gradients (and the loss) over processes
+                self.opt.zero_grad(set_to_none=True)
+                (loss * loss_scale).backward()
+                loss = self.dp.all_reduce_grads(self.policy.parameters(), loss.detach() * loss_scale)
             if not torch.isfinite(loss):  # skip the update; the parameters stay as they were
+                if self.dp.active:
+                    self.opt.zero_grad(set_to_none=True)
                 stats = {"loss": loss.item(), "nonfinite_loss": True, "lr": self.sched.get_last_lr()[0]}
                 break
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
+            if not self.dp.active:
+                self.opt.zero_grad(set_to_none=True)
+                loss.backward()
             max_norm = cfg.optim.max_grad_norm if cfg.optim.max_grad_norm > 0 else float("inf")
             grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
             lr = self.sched.get_last_lr()[0]
@@ -233,6 +260,10 @@ class GRPOTrainer:
                     "grad_norm": grad_norm.item(),
                     "lr": lr,
                 }
+                if self.dp.active:  # what each mean is over, to combine the processes' means
+                    tokens = float(mask.sum())
+                    self._stat_weights = {"kl": tokens, "entropy": tokens,
+                                          "clip_frac": float(n) if a.importance == "sequence" else tokens}
                 if isinstance(batch, SampledRolloutBatch) and batch.sampler_logprobs is not None:
                     # mean |logp under the sampler (vLLM) - logp under the trainer| on the sampled tokens
                     stats["rollout/logp_drift"] = logp_drift(batch.sampler_logprobs, logp.detach(),
@@ -247,19 +278,26 @@ class GRPOTrainer:
         return self._finish_row(t0, t_rollout, t_end, info, batch, rb, stats, flops)
 
     def _finish_row(self, t0, t_rollout, t_end, info, batch, rb, stats, update_flops) -> dict[str, Any]:
-        """Count samples and tokens, and build the metrics row of the step."""
+        """Count samples and tokens, and build the metrics row of the step (global values under
+        data parallelism: see `_global_step`)."""
         G = self.cfg.algo.group_size
         # generation: with a KV cache each prompt and generated token goes through one forward
         # (both backends prefill each distinct prompt once, not G times)
         gen_tokens = info["generated_tokens"] + info["generated"] // G * batch.prompt_len
         flops = forward_flops(self.n_params, gen_tokens) + update_flops
+        rewards = torch.tensor(rb.total, dtype=torch.float32) if rb.total else torch.zeros(0)
+        self._last_batch = (batch, rewards)  # this process's rows, for sample_rows
+        components, masks, finished = rb.components, rb.mask, batch.finished
+        lengths = batch.completion_mask.sum(dim=1).float()  # (N,)
+        if self.dp.active:
+            info, stats, flops, rewards, components, masks, finished, lengths = self._global_step(
+                info, stats, flops, rewards, components, masks, finished, lengths)
         cost = self.cost.step_metrics(step_s=t_end - t0, rollout_s=t_rollout - t0, update_s=t_end - t_rollout,
                                       samples=info["generated"], generated_tokens=info["generated_tokens"],
-                                      model_flops=flops)
+                                      model_flops=flops, devices=self.dp.world)
         self.step += 1
         self.samples += info["generated"]
         self.tokens += info["generated_tokens"]
-        rewards = torch.tensor(rb.total, dtype=torch.float32) if rb.total else torch.zeros(0)
         groups = rewards.view(-1, G)
         row = {
             "step": self.step,
@@ -267,12 +305,12 @@ class GRPOTrainer:
             "tokens": self.tokens,
             "reward_mean": rewards.mean().item() if len(rewards) else float("nan"),
             "reward_std": rewards.std(correction=0).item() if len(rewards) else float("nan"),
-            **{f"reward/{k}": _mean(v) for k, v in rb.components.items()},
+            **{f"reward/{k}": _mean(v) for k, v in components.items()},
             "frac_zero_std": (groups == groups[:, :1]).all(dim=1).float().mean().item() if len(rewards) else 1.0,
             **stats,
-            "completion_len": batch.completion_mask.sum(dim=1).float().mean().item() if len(rewards) else 0.0,
-            "truncated_frac": batch.truncated_frac,
-            "masked_frac": 1.0 - sum(rb.mask) / max(len(rb.mask), 1),
+            "completion_len": lengths.mean().item() if len(rewards) else 0.0,
+            "truncated_frac": 1.0 - sum(finished) / max(len(finished), 1),
+            "masked_frac": 1.0 - sum(masks) / max(len(masks), 1),
             "dropped_groups": info["dropped_groups"],
             "rollout_rounds": info["rollout_rounds"],
             "step_s": t_end - t0,
@@ -281,14 +319,42 @@ class GRPOTrainer:
             "peak_mem_mb": common.peak_mem_mb(),
             **cost,
         }
-        self._last_batch = (batch, rewards)
         return row
+
+    def _global_step(self, info, stats, flops, rewards, components, masks, finished, lengths):
+        """Data parallel: the step's per-row values of every process in rank order (the one-process
+        batch order), counts and FLOPs summed, and each mean statistic combined from the
+        processes' means and what they are over, in one all-reduce."""
+        names = list(components)
+        cols = torch.tensor([rewards.tolist(), [float(m) for m in masks], [float(f) for f in finished],
+                             lengths.tolist(),
+                             *[[math.nan if v is None else float(v) for v in components[k]] for k in names]],
+                            dtype=torch.float64)  # (4 + terms, n)
+        weights = getattr(self, "_stat_weights", {})
+        means = [k for k in ("kl", "entropy", "clip_frac") if k in stats and k in weights]
+        scalars = [info["generated"], info["generated_tokens"], info["dropped_groups"], flops]
+        for k in means:
+            scalars += [stats[k] * weights[k], weights[k]]
+        cols, sums = self.dp.gather_step(cols, scalars)
+        info = {**info, "generated": int(sums[0]), "generated_tokens": int(sums[1]), "dropped_groups": int(sums[2])}
+        stats = dict(stats)
+        for i, k in enumerate(means):
+            stats[k] = sums[4 + 2 * i] / max(sums[5 + 2 * i], 1.0)
+        components = {k: [None if math.isnan(v) else v for v in cols[4 + i].tolist()] for i, k in enumerate(names)}
+        return (info, stats, sums[3], cols[0].float(), components, cols[1].tolist(), cols[2].tolist(),
+                cols[3].float())
 
     # ------------------------------------------------------------ evaluation, checkpoints
     def evaluate(self) -> dict[str, Any]:
         t0 = time.perf_counter()
-        acc = common.evaluate_accuracy(self.policy, self.tokenizer, self.task, self.heldout,
-                                       self.cfg.rollout.max_new_tokens)
+        if self.dp.active:  # each process grades its share of the held-out problems
+            lo, hi = self.dp.shard(len(self.heldout))
+            correct = common.count_correct(self.policy, self.tokenizer, self.task, self.heldout[lo:hi],
+                                           self.cfg.rollout.max_new_tokens)
+            acc = self.dp.sum_values([correct])[0] / max(len(self.heldout), 1)
+        else:
+            acc = common.evaluate_accuracy(self.policy, self.tokenizer, self.task, self.heldout,
+                                           self.cfg.rollout.max_new_tokens)
         return {"step": self.step, "samples": self.samples, "tokens": self.tokens, "eval/accuracy": acc,
                 "eval_s": time.perf_counter() - t0}
 
@@ -320,25 +386,29 @@ class GRPOTrainer:
     # ------------------------------------------------------------ the loop
     def train(self) -> dict[str, Any]:
         """The loop. SIGTERM (what SLURM sends before preemption) finishes the current step,
-        writes a checkpoint and raises `Preempted`; rerunning the same command resumes."""
-        cfg, tc = self.cfg, self.cfg.train
+        writes a checkpoint and raises `Preempted`; rerunning the same command resumes.
+        Data parallel: every process runs it (each loads the checkpoint; evaluation and sample
+        tables are collective); rank 0 alone writes; the processes agree on stopping."""
+        cfg, tc, dp = self.cfg, self.cfg.train, self.dp
         metrics_path = self.run_dir / "metrics.jsonl"
         state = common.load_checkpoint(self.run_dir)
         if state is not None:
             self.load_state(state)
-            common.truncate_file(metrics_path, state["metrics_bytes"])
-        else:
+            if dp.main:
+                common.truncate_file(metrics_path, state["metrics_bytes"])
+        elif dp.main:
             common.truncate_file(metrics_path, 0)
         tracker = Tracker(self.run_dir, cfg.to_dict(), mode=cfg.tracking.wandb, project=cfg.tracking.project,
                           group=cfg.tracking.group, name=self.run_dir.name, tags=cfg.tracking.tags,
-                          job_type=cfg.method)
+                          job_type=cfg.method) if dp.main else NullTracker()
         t_start = time.perf_counter()
         stop = common.StopFlag()
         try:
             if self.step == 0:
                 tracker.log(self.evaluate())
             bar = tqdm(total=tc.steps, initial=self.step, desc=f"{cfg.method} {self.run_dir.name}",
-                       disable=not cfg.tracking.progress, dynamic_ncols=True)
+                       disable=not (cfg.tracking.progress and dp.main), dynamic_ncols=True)
+            say = bar.write if dp.main else (lambda msg: None)
             while self.step < tc.steps:
                 row = self.train_step()
                 tracker.log(row)
@@ -346,22 +416,28 @@ class GRPOTrainer:
                 bar.set_postfix(reward=f"{row.get('reward_mean', float('nan')):.3f}", kl=f"{row.get('kl', 0.0):.4f}",
                                 s_per_step=f"{row['step_s']:.3f}", refresh=False)
                 if row.get("nonfinite_loss"):
-                    bar.write(f"step {self.step}: non-finite loss, update skipped (last good checkpoint kept)")
+                    say(f"step {self.step}: non-finite loss, update skipped (last good checkpoint kept)")
                 if self.step % tc.samples_every == 0:
-                    tracker.log_table(self.step, self.sample_rows())
+                    parts = dp.gather_objects(self.sample_rows())  # rank 0: every process's rows
+                    if dp.main:
+                        tracker.log_table(self.step, [r for part in parts for r in part])
                 if self.step % tc.eval_every == 0 or self.step == tc.steps:
                     ev = self.evaluate()
                     tracker.log(ev)
-                    bar.write(f"step {self.step}: held-out accuracy {ev['eval/accuracy']:.3f}")
-                if self.step % tc.checkpoint_every == 0 or self.step == tc.steps or stop.raised:
+                    say(f"step {self.step}: held-out accuracy {ev['eval/accuracy']:.3f}")
+                stopping = dp.any(stop.raised)  # SIGTERM reached some process: all stop after this step
+                if dp.main and (self.step % tc.checkpoint_every == 0 or self.step == tc.steps or stopping):
                     common.save_checkpoint(self.run_dir, self.state())
-                if stop.raised and self.step < tc.steps:
-                    bar.write(f"SIGTERM: checkpoint written at step {self.step}; rerun the same command to resume")
+                if stopping and self.step < tc.steps:
+                    say(f"SIGTERM: checkpoint written at step {self.step}; rerun the same command to resume")
+                    dp.barrier()  # the checkpoint is on disk before any process exits
                     raise common.Preempted(self.step)
             bar.close()
         finally:
             stop.restore()
             tracker.close()
+        if not dp.main:
+            return {}
         common.save_model_atomic(self.policy, self.tokenizer, self.run_dir / "model")
         from grpo_research.tracking import read_metrics
 

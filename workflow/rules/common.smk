@@ -187,6 +187,14 @@ def wall_inputs(study_name, run_id):
     return [f"{RUNS}/{study_name}/{r}/summary.json" for r in [*spec.wall_match, spec.wall_probe]]
 
 
+def train_threads(study_name, run_id):
+    """Cores of a training job: `train.threads`, times `train.nproc_per_node` processes when the run
+    trains data-parallel (`train.launcher=torchrun`)."""
+    cfg = load_config(None, study(study_name).run(run_id).overrides)
+    per_process = cfg.train.threads or RES["train"]["threads"]
+    return per_process * (cfg.train.nproc_per_node if cfg.train.launcher == "torchrun" else 1)
+
+
 def train_command(study_name, run_id):
     """`-m ...` arguments of a training job: `grpo_research.cli train`, or `grpo_research.studies
     train-wall` for an equal-wall-time control."""

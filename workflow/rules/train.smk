@@ -28,7 +28,7 @@ rule train_run:
     params:
         py=PY,
         command=lambda wc: train_command(wc.study, wc.run_id),
-    threads: RES["train"]["threads"]
+    threads: lambda wc: train_threads(wc.study, wc.run_id)
     resources:
         mem_mb=RES["train"]["mem_mb"],
         runtime=RES["train"]["runtime"],
