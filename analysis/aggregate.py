@@ -400,8 +400,8 @@ def gains_sentences(gains: pd.DataFrame, runs: list[Run] | None = None) -> list[
     has_wall = bool((gains["vs_wall_n"] > 0).any())
     lines = []
     if not has_ctrl and not has_wall:
-        lines.append("This study has no supervised control (control: false, e.g. a task without reference "
-                     "solutions): gains are over the base model only.")
+        lines.append("No supervised control in this comparison (a study with control: false, e.g. a task without "
+                     "reference solutions, or Optuna's reruns): gains are over the base model only.")
     else:
         m = len(gains)
         said = []

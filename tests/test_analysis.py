@@ -201,7 +201,7 @@ def test_verdicts_and_a_study_without_control(study_dir):
     assert verdict(0.1, 0.1, 1, "RL", "control") == "one seed: no interval"
     gains = gains_table(load_study_runs(study_dir), n_boot=200)
     assert (gains["vs_control_n"] == 0).all()
-    assert gains_sentences(gains)[0].startswith("This study has no supervised control")
+    assert gains_sentences(gains)[0].startswith("No supervised control in this comparison")
 
 
 def test_wall_curves_and_the_report_panel(control_study, tmp_path):
