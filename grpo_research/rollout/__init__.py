@@ -100,6 +100,24 @@ def encode_prompts(tokenizer, prompts: list[str], device: torch.device) -> tuple
     return enc["input_ids"].to(device), enc["attention_mask"].to(device)
 
 
+def assemble_batch(problems: list[Problem], n_per_prompt: int, tokenizer, prompt_ids: torch.Tensor,
+                   prompt_mask: torch.Tensor, completion: torch.Tensor, cmask: torch.Tensor, finished: torch.Tensor,
+                   cls: type = None, **extra) -> "RolloutBatch":
+    """The batch of every backend: (N, P) prompts already repeated per completion, (N, T) completion
+    tokens (pad after EOS), their mask and (N,) finished flags; `cls`/`extra` for a backend's subclass."""
+    return (cls or RolloutBatch)(
+        problems=[p for p in problems for _ in range(n_per_prompt)],
+        input_ids=torch.cat([prompt_ids, completion], dim=1),
+        attention_mask=torch.cat([prompt_mask, cmask.to(prompt_mask.dtype)], dim=1),
+        completion_mask=cmask,
+        prompt_len=prompt_ids.shape[1],
+        completions=decode_completions(tokenizer, completion, cmask, finished),
+        finished=finished.tolist(),
+        completion_tokens=int(cmask.sum()),
+        **extra,
+    )
+
+
 def completion_mask_from(tokens: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(mask, finished): mask is 1 up to and including the first EOS of each row of (N, T) tokens."""
     is_eos = tokens == eos_id  # (N, T)
@@ -156,16 +174,7 @@ def generate(
     prompt_mask = prompt_mask.repeat_interleave(n_per_prompt, dim=0)  # (N, P)
     cmask, finished = completion_mask_from(completion, eos)  # (N, T'), (N,)
     completion = torch.where(cmask.bool(), completion, torch.full_like(completion, pad))
-    return RolloutBatch(
-        problems=[p for p in problems for _ in range(n_per_prompt)],
-        input_ids=torch.cat([prompt_ids, completion], dim=1),
-        attention_mask=torch.cat([prompt_mask, cmask.to(prompt_mask.dtype)], dim=1),
-        completion_mask=cmask,
-        prompt_len=prompt_ids.shape[1],
-        completions=decode_completions(tokenizer, completion, cmask, finished),
-        finished=finished.tolist(),
-        completion_tokens=int(cmask.sum()),
-    )
+    return assemble_batch(problems, n_per_prompt, tokenizer, prompt_ids, prompt_mask, completion, cmask, finished)
 
 
 # ---------------------------------------------------------------- the lean decode loop

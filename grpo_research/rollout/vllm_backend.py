@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from grpo_research.rollout import SampledRolloutBatch, completion_mask_from, decode_completions, encode_prompts
+from grpo_research.rollout import SampledRolloutBatch, assemble_batch, completion_mask_from, encode_prompts
 from grpo_research.tasks.base import Problem
 
 
@@ -89,17 +89,8 @@ def outputs_to_batch(outputs, problems: list[Problem], n_per_prompt: int, tokeni
     sampler = torch.where(cmask.bool(), sampler, torch.full_like(sampler, math.nan))
     p_ids = prompt_ids.repeat_interleave(n_per_prompt, dim=0).cpu()  # (N, P)
     p_mask = prompt_mask.repeat_interleave(n_per_prompt, dim=0).cpu()  # (N, P)
-    return SampledRolloutBatch(
-        problems=[p for p in problems for _ in range(n_per_prompt)],
-        input_ids=torch.cat([p_ids, completion], dim=1),
-        attention_mask=torch.cat([p_mask, cmask.to(p_mask.dtype)], dim=1),
-        completion_mask=cmask,
-        prompt_len=p_ids.shape[1],
-        completions=decode_completions(tokenizer, completion, cmask, finished),
-        finished=finished.tolist(),
-        completion_tokens=int(cmask.sum()),
-        sampler_logprobs=sampler,
-    )
+    return assemble_batch(problems, n_per_prompt, tokenizer, p_ids, p_mask, completion, cmask, finished,
+                          cls=SampledRolloutBatch, sampler_logprobs=sampler)
 
 
 def _set_single_process_dist_env() -> None:
