@@ -68,7 +68,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         return launcher.launch(argv, cfg.train.nproc_per_node, cfg.train.threads)
     _quiet_libraries()
     from grpo_research.config import data_parallel_problem
-    from grpo_research.trainers import METHODS, distributed
+    from grpo_research.trainers import build_trainer, distributed
     from grpo_research.trainers.common import EXIT_PREEMPTED, Preempted, resolve_device
     from grpo_research.trainers.sft import ensure_base_model
 
@@ -83,7 +83,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         model_path = ensure_base_model(cfg, progress=cfg.tracking.progress and dp.main)
         if dp.main:
             dp.barrier()
-        trainer = METHODS[cfg.method](cfg, run_dir, model_path)  # may still refuse the config; writes nothing
+        trainer = build_trainer(cfg, run_dir, model_path)  # may still refuse the config; writes nothing
         if dp.main:
             _write_config(run_dir, cfg)
         try:

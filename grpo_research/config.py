@@ -18,9 +18,11 @@ from typing import Any, Callable
 
 import yaml
 
+from grpo_research.errors import ConfigError
+from grpo_research.methods import METHODS
 
-class ConfigError(ValueError):
-    """A usage error in a config file or a `key=value` override (exit code 2)."""
+__all__ = ["ConfigError", "RunConfig", "config_from_dict", "data_parallel_problem", "key_table", "load_config",
+           "load_yaml", "parse_override", "validate"]
 
 
 # ---------------------------------------------------------------- field helpers
@@ -54,16 +56,22 @@ def one_of(*choices: Any):
     return lambda v: None if v in choices else f"must be one of {', '.join(map(str, choices))}"
 
 
-def _methods_check(v: str) -> str | None:
-    from grpo_research.trainers import METHODS  # registered trainers/variants
+def registered(registry: str):
+    """A check against a registry of grpo_research.algorithms (imported when a config is validated,
+    so that importing this module needs no torch): `registered("ADVANTAGES")`."""
 
-    return None if v in METHODS else f"must be one of {', '.join(sorted(METHODS))}"
+    def check(v: Any) -> str | None:
+        import grpo_research.algorithms as algorithms
+
+        return getattr(algorithms, registry).check(v)
+
+    return check
 
 
 def _task_check(v: str) -> str | None:
     from grpo_research.tasks import TASKS
 
-    return None if v in TASKS else f"must be one of {', '.join(sorted(TASKS))}"
+    return TASKS.check(v)
 
 
 # ---------------------------------------------------------------- the config
@@ -163,7 +171,7 @@ class AlgoConfig:
         "Upper clip range, 1 + eps_high (DAPO clip-higher); defaults to `clip_eps`.",
         lambda v: None if v is None or 0 < v < 1 else "must be in (0, 1) or null",
     )
-    kl_estimator: str = _f("k3", "Per-token KL estimator (Schulman): k1, k2 or k3.", one_of("k1", "k2", "k3"))
+    kl_estimator: str = _f("k3", "Per-token KL estimator (Schulman): k1, k2 or k3.", registered("KL_ESTIMATORS"))
     adv_scale: str = _f(
         "group",
         "Advantage std scaling: group (GRPO), batch, none (only centre: Dr. GRPO).",
@@ -173,18 +181,18 @@ class AlgoConfig:
     loss_agg: str = _f(
         "sequence",
         "Loss aggregation: sequence (GRPO), token (DAPO), constant (Dr. GRPO: sum / (batch x max_new_tokens)).",
-        one_of("sequence", "token", "constant"),
+        registered("AGGREGATIONS"),
     )
     num_iterations: int = _f(1, "mu: policy updates per rollout batch (old log-probs cached; reused when 1).", ge(1))
     advantage: str = _f(
         "group",
         "Advantage estimator: group (GRPO, scaled per `adv_scale`), rloo (leave-one-out baseline), "
         "reinforce_pp (REINFORCE++: batch mean and std).",
-        one_of("group", "rloo", "reinforce_pp"),
+        registered("ADVANTAGES"),
     )
     importance: str = _f(
         "token", "Importance ratio: token (PPO/GRPO) or sequence (GSPO: length-normalised sequence ratio).",
-        one_of("token", "sequence"),
+        registered("SURROGATES"),
     )
     dynamic_sampling: bool = _f(
         False, "DAPO: drop groups whose rewards are all equal and sample more prompts to refill the batch."
@@ -266,7 +274,7 @@ class PPOConfig:
     reward_kl_estimator: str = _f(
         "k1",
         "ppo: KL estimator of the per-token reward penalty -beta x KL (k1 = log pi/pi_ref: InstructGPT, DeepSeekMath eq. 2).",
-        one_of("k1", "k2", "k3"),
+        registered("KL_ESTIMATORS"),
     )
 
 
@@ -285,7 +293,7 @@ class CriticConfig:
 
 @dataclass
 class RunConfig:
-    method: str = _f("grpo", "Training method (a registered trainer/variant).", _methods_check)
+    method: str = _f("grpo", "Training method (a registered trainer/variant; see the methods table).", METHODS.check)
     seed: int = _f(0, "One seed for every RNG of the run (python, numpy, torch, data order, sampler).")
     model: ModelConfig = field(default_factory=ModelConfig)
     base: BaseConfig = field(default_factory=BaseConfig)
@@ -381,6 +389,7 @@ def validate(cfg: RunConfig) -> RunConfig:
                 raise ConfigError(f"'{prefix}{f.name}' = {value!r} {msg}")
 
     walk(cfg, "")
+    _check_task_options(cfg.task)
     if len(cfg.task.level_weights) != len(cfg.task.levels):
         raise ConfigError(
             f"'task.level_weights' has {len(cfg.task.level_weights)} entries but 'task.levels' has {len(cfg.task.levels)}"
@@ -401,29 +410,50 @@ def validate(cfg: RunConfig) -> RunConfig:
     return cfg
 
 
+def _check_task_options(t: TaskConfig) -> None:
+    """Options that the chosen task does not take are refused, like unknown keys: a `task.*`
+    field away from its default, and every key of `task.options`."""
+    from grpo_research.tasks import task_parameters
+
+    params, takes_all = task_parameters(t.name)
+    if takes_all:
+        return
+    default = TaskConfig()
+    for name in TASK_FIELDS:
+        if getattr(t, name) != getattr(default, name) and name not in params:
+            raise ConfigError(f"'task.{name}' = {getattr(t, name)!r} is not an option of task {t.name!r} "
+                              f"(its options: {', '.join(sorted(params)) or 'none'})")
+    for name in t.options:
+        if name not in params or name in TASK_FIELDS:
+            raise ConfigError(f"'task.options.{name}' is not an option of task {t.name!r} "
+                              f"(its options: {', '.join(sorted(set(params) - set(TASK_FIELDS))) or 'none'})")
+
+
+TASK_FIELDS = ("levels", "level_weights", "eval_level", "data_path")  # task.* fields a task factory may take
+
+
 def data_parallel_problem(cfg: RunConfig, world: int, source: str = "train.nproc_per_node") -> str | None:
     """Why `cfg` cannot train data-parallel over `world` processes exactly as one process would
     (one line naming the setting), or None. Each process samples a contiguous share of the step's
     prompts and computes its groups' advantages, so anything that looks across groups is refused.
     `source`: what set the number of processes (the config key, or WORLD_SIZE under torchrun)."""
-    from grpo_research.trainers import DATA_PARALLEL_METHODS
-
     if world <= 1:
         return None
+    from grpo_research.algorithms import ADVANTAGES
+
     where = f"data-parallel training over {world} processes ({source}={world})"
-    if cfg.method not in DATA_PARALLEL_METHODS:
-        return (f"{where} does not support method={cfg.method} (supported: "
-                f"{', '.join(sorted(DATA_PARALLEL_METHODS))}); use train.launcher=local")
+    if not METHODS[cfg.method].data_parallel:
+        supported = ", ".join(sorted(m for m, spec in METHODS.items() if spec.data_parallel))
+        return f"{where} does not support method={cfg.method} (supported: {supported}); use train.launcher=local"
     if cfg.rollout.prompts_per_step % world:
         return (f"{where}: rollout.prompts_per_step={cfg.rollout.prompts_per_step} is not divisible by "
                 f"the {world} processes")
     a = cfg.algo
     if a.dynamic_sampling:
         return f"{where}: algo.dynamic_sampling=true refills the batch across all processes' groups; set it false"
-    if a.advantage == "reinforce_pp":
-        return f"{where}: algo.advantage=reinforce_pp normalises over the whole batch; use group or rloo"
-    if a.advantage == "group" and a.adv_scale == "batch":
-        return f"{where}: algo.adv_scale=batch scales by the whole batch's std; use group or none"
+    reason = ADVANTAGES[a.advantage].cross_group(a)
+    if reason:
+        return f"{where}: {reason}"
     if cfg.rollout.backend != "hf":
         return f"{where}: rollout.backend={cfg.rollout.backend} is not supported; use rollout.backend=hf"
     return None
@@ -497,11 +527,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 def _apply_preset(cfg: RunConfig) -> None:
-    from grpo_research.trainers import METHOD_PRESETS
-
-    preset = METHOD_PRESETS.get(cfg.method) if isinstance(cfg.method, str) else None
-    if preset:
-        _merge(cfg, preset, f"preset of method {cfg.method!r}")
+    method = METHODS.get(cfg.method) if isinstance(cfg.method, str) else None
+    if method is not None and method.preset:
+        _merge(cfg, method.preset, f"preset of method {cfg.method!r}")
 
 
 def config_from_dict(data: dict, where: str = "config") -> RunConfig:

@@ -18,3 +18,11 @@ def tiny_model_dir(tmp_path_factory):
     model.save_pretrained(d)
     tok.save_pretrained(d)
     return d
+
+
+@pytest.fixture
+def fast_overrides():
+    """`fast_overrides(*extra)`: the fast-run overrides (tests/helpers.py FAST_RUN) plus `extra`."""
+    from tests.helpers import fast_run
+
+    return fast_run

@@ -27,3 +27,14 @@ def kill_after_step(cmd, metrics, step, env, sig=signal.SIGKILL, timeout=120):
                 break
         time.sleep(0.002)
     return proc, seen
+
+
+# The overrides that make a training run take seconds on the tiny test model; a test adds its
+# own after them (a later key=value wins).
+FAST_RUN = ["train.eval_size=20", "train.threads=1", "rollout.prompts_per_step=2", "algo.group_size=4",
+            "rollout.max_new_tokens=10", "tracking.progress=false", "tracking.wandb=disabled"]
+
+
+def fast_run(*extra: str) -> list[str]:
+    """FAST_RUN followed by `extra` overrides."""
+    return [*FAST_RUN, *extra]

@@ -12,12 +12,10 @@ import torch
 from grpo_research.config import load_config
 from grpo_research.tracking import read_metrics
 from grpo_research.trainers.common import EXIT_PREEMPTED, load_checkpoint
-from tests.helpers import deterministic
+from tests.helpers import deterministic, fast_run
 
 EXE = str(Path(sys.executable).with_name("grpo-research"))
-FAST = ["train.eval_size=20", "train.threads=1", "rollout.prompts_per_step=2", "algo.group_size=4",
-        "rollout.max_new_tokens=10", "reward.weights={overlong: 1.0}", "optim.lr=1e-2", "tracking.progress=false",
-        "tracking.wandb=disabled"]
+FAST = fast_run("reward.weights={overlong: 1.0}", "optim.lr=1e-2")
 _strip = deterministic
 
 

@@ -23,17 +23,16 @@ from grpo_research.algorithms.ppo import (
 )
 from grpo_research.cli import main
 from grpo_research.tracking import read_metrics
-from tests.helpers import deterministic, kill_after_step
+from tests.helpers import deterministic, fast_run, kill_after_step
 
 EXE = str(Path(sys.executable).with_name("grpo-research"))
 # As in test_train_cli.py: an untrained model's completion lengths vary, so the length-shaped
 # reward has variance.
-FAST = [
-    "train.eval_size=40", "train.threads=1", "rollout.prompts_per_step=2", "algo.group_size=4",
-    "rollout.max_new_tokens=10", "reward.weights={overlong: 1.0, format: 0.2}",
-    "reward.options={overlong: {max_len: 10, cache: 9}}", "optim.lr=1e-2", "tracking.progress=false",
-    "tracking.wandb=disabled", "method=ppo", "ppo.minibatch_size=4", "critic.lr=1e-2",
-]
+FAST = fast_run(
+    "train.eval_size=40", "reward.weights={overlong: 1.0, format: 0.2}",
+    "reward.options={overlong: {max_len: 10, cache: 9}}", "optim.lr=1e-2", "method=ppo", "ppo.minibatch_size=4",
+    "critic.lr=1e-2",
+)
 PPO_KEYS = ["value_loss", "explained_variance", "value_mean", "return_mean", "adv_mean", "adv_std"]
 GRPO_KEYS = ["step", "samples", "tokens", "reward_mean", "reward_std", "frac_zero_std", "kl", "clip_frac",
              "entropy", "completion_len", "truncated_frac", "lr", "grad_norm", "step_s", "rollout_s", "update_s",

@@ -6,10 +6,9 @@ from grpo_research.cli import main
 from grpo_research.config import load_config
 from grpo_research.tracking import read_metrics
 from grpo_research.trainers.sft_control import NoReferenceSolutions, SFTControlTrainer
+from tests.helpers import fast_run
 
-FAST = ["train.eval_size=30", "train.threads=1", "rollout.prompts_per_step=2", "algo.group_size=4",
-        "rollout.max_new_tokens=10", "tracking.progress=false", "tracking.wandb=disabled", "train.steps=4",
-        "train.eval_every=2"]
+FAST = fast_run("train.eval_size=30", "train.steps=4", "train.eval_every=2")
 
 
 def test_control_matches_rl_samples_and_evaluation(tiny_model_dir, tmp_path):

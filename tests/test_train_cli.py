@@ -12,16 +12,15 @@ from safetensors.torch import load_file
 
 from grpo_research.cli import main
 from grpo_research.tracking import read_metrics
-from tests.helpers import deterministic, kill_after_step
+from tests.helpers import deterministic, fast_run, kill_after_step
 
 EXE = str(Path(sys.executable).with_name("grpo-research"))
 # Completion lengths of an untrained model vary, so a length-shaped reward gives every group
 # a non-zero advantage (the arithmetic reward would be 0 everywhere).
-FAST = [
-    "train.eval_size=40", "train.threads=1", "rollout.prompts_per_step=2", "algo.group_size=4",
-    "rollout.max_new_tokens=10", "reward.weights={overlong: 1.0, format: 0.2}",
-    "reward.options={overlong: {max_len: 10, cache: 9}}", "optim.lr=1e-2", "tracking.progress=false",
-]
+FAST = fast_run(
+    "train.eval_size=40", "reward.weights={overlong: 1.0, format: 0.2}",
+    "reward.options={overlong: {max_len: 10, cache: 9}}", "optim.lr=1e-2", "tracking.wandb=offline",
+)
 
 
 def _train_args(model_dir, run_dir, *extra):

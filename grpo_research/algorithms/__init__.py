@@ -1,12 +1,29 @@
-"""Pure tensor functions for the RL algorithms (torch only, no models, no I/O)."""
+"""Pure tensor functions for the RL algorithms (torch only, no models, no I/O), and the
+registries of their named choices: `ADVANTAGES` (algo.advantage), `SURROGATES`
+(algo.importance), `AGGREGATIONS` (algo.loss_agg), `KL_ESTIMATORS` (algo.kl_estimator)."""
+from grpo_research.algorithms.advantages import (
+    ADVANTAGES,
+    batch_normalized_advantages,
+    register_advantage,
+    rloo_advantages,
+)
 from grpo_research.algorithms.core import (
-    AGGREGATIONS,
-    aggregate_loss,
+    KL_ESTIMATORS,
     clip_fraction,
     clipped_surrogate,
     group_relative_advantages,
     kl_estimate,
     masked_mean,
+)
+from grpo_research.algorithms.loss import (
+    AGGREGATIONS,
+    SURROGATES,
+    aggregate_loss,
+    loss_mask,
+    policy_loss,
+    register_aggregation,
+    sequence_clip_fraction,
+    sequence_clipped_surrogate,
 )
 from grpo_research.algorithms.ppo import (
     clipped_value_loss,
@@ -15,32 +32,29 @@ from grpo_research.algorithms.ppo import (
     kl_penalized_rewards,
     whiten,
 )
-from grpo_research.algorithms.variants import (
-    ADVANTAGES,
-    SURROGATES,
-    batch_normalized_advantages,
-    rloo_advantages,
-    sequence_clip_fraction,
-    sequence_clipped_surrogate,
-)
 
 __all__ = [
+    "ADVANTAGES",
+    "AGGREGATIONS",
+    "KL_ESTIMATORS",
+    "SURROGATES",
+    "aggregate_loss",
+    "batch_normalized_advantages",
+    "clip_fraction",
+    "clipped_surrogate",
     "clipped_value_loss",
     "explained_variance",
     "gae",
+    "group_relative_advantages",
+    "kl_estimate",
     "kl_penalized_rewards",
-    "whiten",
-    "ADVANTAGES",
-    "SURROGATES",
-    "batch_normalized_advantages",
+    "loss_mask",
+    "masked_mean",
+    "policy_loss",
+    "register_advantage",
+    "register_aggregation",
     "rloo_advantages",
     "sequence_clip_fraction",
     "sequence_clipped_surrogate",
-    "AGGREGATIONS",
-    "aggregate_loss",
-    "clip_fraction",
-    "clipped_surrogate",
-    "group_relative_advantages",
-    "kl_estimate",
-    "masked_mean",
+    "whiten",
 ]

@@ -1,5 +1,5 @@
-"""Pure tensor functions of GRPO: group-relative advantages, KL estimators, the clipped
-surrogate and loss aggregation.
+"""Pure tensor functions of GRPO: group-relative advantages, KL estimators (registered), the
+token-level clipped surrogate and its clip fraction, the masked mean.
 
 Paper: Shao et al., "DeepSeekMath: Pushing the Limits of Mathematical Reasoning in Open
 Language Models", arXiv 2402.03300, section 4.1 (GRPO, eq. 3 and the outcome-supervision
@@ -11,14 +11,15 @@ Departures from the paper, each a named option rather than a hidden default:
   say which estimator it used (TRL uses the unbiased one: `std="unbiased"`).
 - `eps` is added to the std so that a group of equal rewards gives zeros; we then force those
   rows to exactly 0.
-- `scale="batch"` and `scale="none"` (Dr. GRPO, arXiv 2503.20783) and the `token` and
-  `constant` aggregations (DAPO arXiv 2503.14476; Dr. GRPO) are variants, not the paper's.
+- `scale="batch"` and `scale="none"` (Dr. GRPO, arXiv 2503.20783) are variants, not the paper's.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
-AGGREGATIONS = ("sequence", "token", "constant")
+from grpo_research.registry import Registry
 
 
 def group_relative_advantages(
@@ -51,19 +52,33 @@ def group_relative_advantages(
     return adv.flatten()  # (n_groups * G,)
 
 
-def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
-    """Per-token estimate of KL(pi || pi_ref) from samples of pi (Schulman 2020).
+KL_ESTIMATORS: Registry[Callable[[torch.Tensor], torch.Tensor]] = Registry("KL estimator")
 
+
+@KL_ESTIMATORS.register("k1")
+def _k1(log_ratio: torch.Tensor) -> torch.Tensor:
+    return -log_ratio  # logp - ref_logp
+
+
+@KL_ESTIMATORS.register("k2")
+def _k2(log_ratio: torch.Tensor) -> torch.Tensor:
+    return 0.5 * log_ratio**2
+
+
+@KL_ESTIMATORS.register("k3")
+def _k3(log_ratio: torch.Tensor) -> torch.Tensor:
+    return torch.exp(log_ratio) - log_ratio - 1
+
+
+def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
+    """Per-token estimate of KL(pi || pi_ref) from samples of pi (Schulman 2020), a registered
+    estimator (config `algo.kl_estimator`):
     k1 = logp - ref_logp; k2 = 0.5 (logp - ref_logp)^2; k3 = exp(ref_logp - logp) - (ref_logp - logp) - 1.
     """
+    if estimator not in KL_ESTIMATORS:
+        raise ValueError(f"estimator must be one of {KL_ESTIMATORS.choices()}, got {estimator!r}")
     log_ratio = ref_logp - logp  # (B, T)
-    if estimator == "k1":
-        return -log_ratio
-    if estimator == "k2":
-        return 0.5 * log_ratio**2
-    if estimator == "k3":
-        return torch.exp(log_ratio) - log_ratio - 1
-    raise ValueError(f"estimator must be k1, k2 or k3, got {estimator!r}")
+    return KL_ESTIMATORS[estimator](log_ratio)  # (B, T)
 
 
 def clipped_surrogate(
@@ -90,24 +105,6 @@ def clip_fraction(
     return (active.float() * mask).sum() / mask.sum().clamp(min=1)  # ()
 
 
-def aggregate_loss(per_token: torch.Tensor, mask: torch.Tensor, mode: str, max_len: int | None = None) -> torch.Tensor:
-    """Reduce a (B, T) per-token loss to a scalar over the tokens where `mask` is 1.
-
-    sequence: mean over each sequence's tokens, then over sequences (original GRPO);
-    token: sum over all tokens / number of tokens (DAPO);
-    constant: sum / (B x max_len) with max_len defaulting to T (Dr. GRPO).
-    """
-    mask = mask.to(per_token.dtype)  # (B, T)
-    masked = per_token * mask  # (B, T)
-    if mode == "sequence":
-        per_seq = masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1)  # (B,)
-        return per_seq.mean()  # ()
-    if mode == "token":
-        return masked.sum() / mask.sum().clamp(min=1)  # ()
-    if mode == "constant":
-        return masked.sum() / (per_token.shape[0] * (max_len or per_token.shape[1]))  # ()
-    raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {mode!r}")
-
-
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of x over the entries where mask is 1 (0 when there are none)."""
     return (x * mask).sum() / mask.sum().clamp(min=1)

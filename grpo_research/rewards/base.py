@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
+from grpo_research.registry import Registry
 from grpo_research.tasks.base import Problem, Task
 
 
@@ -20,19 +21,12 @@ class RewardTerm(Protocol):
 
 
 # A factory gets the task (for its grader) and the term's options from config.
-REWARDS: dict[str, Callable[..., RewardTerm]] = {}
+REWARDS: Registry[Callable[..., RewardTerm]] = Registry("reward term")
 
 
 def register_reward(name: str):
     """Register a reward-term factory under `name` (a key of config `reward.weights`)."""
-
-    def deco(factory):
-        if name in REWARDS:
-            raise ValueError(f"reward {name!r} registered twice")
-        REWARDS[name] = factory
-        return factory
-
-    return deco
+    return REWARDS.register(name)
 
 
 @dataclass

@@ -1,7 +1,8 @@
-"""Prompt sources and their graders: synthetic tasks and benchmark loaders."""
-from grpo_research.tasks.base import TASKS, Grade, Problem, Task, get_task, register_task
+"""Prompt sources and their graders: synthetic tasks and benchmark loaders, registered by name
+(config `task.name`); `build_task` makes the task of a run's `task` config section."""
+from grpo_research.tasks.base import TASKS, Grade, Problem, Task, build_task, get_task, register_task, task_parameters
 from grpo_research.tasks import arith as _arith  # noqa: F401  (registers "arith")
 from grpo_research.tasks import code as _code  # noqa: F401  (registers "code")
 from grpo_research.tasks import benchmarks as _benchmarks  # noqa: F401  (gsm8k, math500, humaneval, mbpp, ...)
 
-__all__ = ["TASKS", "Grade", "Problem", "Task", "get_task", "register_task"]
+__all__ = ["TASKS", "Grade", "Problem", "Task", "build_task", "get_task", "register_task", "task_parameters"]

@@ -61,7 +61,7 @@ class ArithTask:
     kind = "math"
 
     def __init__(self, levels=(1, 2, 3), level_weights=(0.15, 0.25, 0.6), eval_level: int = 3,
-                 withhold_solutions: bool = False, **_ignored):
+                 withhold_solutions: bool = False):
         if len(levels) != len(level_weights):
             raise ValueError("levels and level_weights must have the same length")
         self.levels = list(levels)

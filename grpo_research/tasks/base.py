@@ -7,9 +7,12 @@ evaluated on another.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
+
+from grpo_research.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -67,22 +70,31 @@ class Task(Protocol):
         ...
 
 
-TASKS: dict[str, Callable[..., Task]] = {}
+TASKS: Registry[Callable[..., Task]] = Registry("task")
 
 
 def register_task(name: str):
     """Register a task factory under `name` (the value of config key `task.name`)."""
-
-    def deco(factory):
-        if name in TASKS:
-            raise ValueError(f"task {name!r} registered twice")
-        TASKS[name] = factory
-        return factory
-
-    return deco
+    return TASKS.register(name)
 
 
 def get_task(name: str, **kwargs: Any) -> Task:
-    if name not in TASKS:
-        raise KeyError(f"unknown task {name!r}; known: {', '.join(sorted(TASKS))}")
-    return TASKS[name](**kwargs)
+    return TASKS.lookup(name)(**kwargs)
+
+
+def task_parameters(name: str) -> tuple[set[str], bool]:
+    """(keyword parameters of task `name`'s factory, whether it takes any keyword (**kwargs))."""
+    params = inspect.signature(TASKS.lookup(name)).parameters
+    takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    return {k for k, p in params.items() if p.kind is not p.VAR_KEYWORD}, takes_all
+
+
+def build_task(t) -> Task:
+    """The task of a `task` config section: each of its fields (`levels`, `level_weights`,
+    `eval_level`, `data_path` when set) and `task.options` that the factory accepts (config
+    validation has refused the others when they were set)."""
+    offered = {"levels": t.levels, "level_weights": t.level_weights, "eval_level": t.eval_level, **t.options}
+    if t.data_path:
+        offered["data_path"] = t.data_path
+    params, takes_all = task_parameters(t.name)
+    return get_task(t.name, **{k: v for k, v in offered.items() if takes_all or k in params})

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from grpo_research.config import ConfigError
+from grpo_research.errors import ConfigError
+from grpo_research.files import replace_dir, temp_dir_beside
 from grpo_research.rollout import generate
 from grpo_research.tasks.base import Problem, Task
 
@@ -204,31 +205,12 @@ def truncate_file(path: Path, size: int) -> None:
             fh.truncate(size)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write, fsync, then rename: readers never see a truncated file."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def save_model_atomic(model, tokenizer, out: Path) -> None:
-    """save_pretrained into a temp dir, then swap it in by rename."""
-    out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    """save_pretrained into a temp dir beside `out`, then swap it in by rename."""
+    tmp = temp_dir_beside(out)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    old = out.with_name(f".{out.name}.old{os.getpid()}")
-    if out.exists():
-        os.replace(out, old)
-    os.replace(tmp, out)
-    if old.exists():
-        shutil.rmtree(old)
+    replace_dir(tmp, out)
 
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: checkpoint written, rerun the same command to resume

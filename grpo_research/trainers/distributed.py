@@ -42,14 +42,17 @@ def shard_bounds(n: int, rank: int, world: int) -> tuple[int, int]:
 
 def shard_loss_scale(mode: str, world: int, local_count: float, global_count: float) -> float:
     """The factor f with sum over ranks of f x aggregate_loss(local rows, mode) = aggregate_loss(all rows, mode),
-    every rank holding the same number of rows: sequence (mean over rows) and constant (sum / (rows x
-    max_len)) -> 1 / world; token (sum / valid tokens) -> local valid tokens / global valid tokens
-    (each clamped at 1 as `aggregate_loss` does)."""
-    if mode in ("sequence", "constant"):
+    every rank holding the same number of rows. By the aggregation's registered normaliser: rows
+    (sequence: mean over rows; constant: sum / (rows x max_len)) -> 1 / world; tokens (token: sum /
+    valid tokens) -> local valid tokens / global valid tokens (each clamped at 1 as `aggregate_loss` does)."""
+    from grpo_research.algorithms import AGGREGATIONS
+
+    normaliser = AGGREGATIONS.lookup(mode).normaliser
+    if normaliser == "rows":
         return 1.0 / world
-    if mode == "token":
+    if normaliser == "tokens":
         return max(local_count, 1.0) / max(global_count, 1.0)
-    raise ValueError(f"unknown loss aggregation {mode!r}")
+    raise ValueError(f"aggregation {mode!r} has an unknown normaliser {normaliser!r}")
 
 
 class DataParallel:
@@ -154,6 +157,13 @@ class DataParallel:
                 if tail:
                     summed_extra = flat[offset:]
         return summed_extra.reshape(shape)
+
+    def combine_mean(self, local_mean: float, weighted_sum: float, weight: float) -> float:
+        """A mean over every rank from the summed (mean x weight) and weights of `gather_step`;
+        at world 1 this process's own mean, unchanged (no rounding)."""
+        if not self.active:
+            return local_mean
+        return weighted_sum / max(weight, 1.0)
 
     def loss_scale(self, mask: torch.Tensor, mode: str) -> float:
         """`shard_loss_scale` for this rank's (N, T) loss mask; token mode all-reduces the count."""

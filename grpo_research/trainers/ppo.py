@@ -8,10 +8,11 @@ Schulman et al., "High-Dimensional Continuous Control Using Generalized Advantag
 penalty in the reward; Shao et al., DeepSeekMath (2024, arXiv 2402.03300), section 4.1: PPO for
 LLMs with a value model of the policy's size initialised from the same checkpoint, eq. 1-2.
 
-Per step, GRPO's own rollout and reward (`GRPOTrainer.rollout_and_score`, so samples per step
-are equal across methods): `algo.group_size` completions for each of `rollout.prompts_per_step`
-prompts, scored by `build_reward`; GRPO's metrics row (`_finish_row`), evaluation, loop and
-checkpoints are reused too, as are the GRPO options that are not about the advantage
+Per step, the shared rollout and reward of the RL methods (`Trainer.rollout_and_score` in
+grpo_research/trainers/base.py, so samples per step are equal across methods):
+`algo.group_size` completions for each of `rollout.prompts_per_step` prompts, scored by
+`build_reward`; the shared metrics row (`rl_row`), evaluation, loop and checkpoints are
+reused too, as are the GRPO options that are not about the advantage
 (`algo.overlong_filter`, `algo.ref_reset_every`, `algo.dynamic_sampling`). Then, once per rollout batch and without gradient: log-probs of the rollout
 policy, values of the critic, log-probs of the reference. Per-token rewards are
 -beta x KL_t (estimator `ppo.reward_kl_estimator`, k1 by default) plus the score on the last
@@ -76,6 +77,7 @@ from grpo_research.algorithms import (
     clip_fraction,
     clipped_surrogate,
     kl_estimate,
+    loss_mask,
     masked_mean,
 )
 from grpo_research.algorithms.ppo import (
@@ -88,11 +90,10 @@ from grpo_research.algorithms.ppo import (
     value_clip_fraction,
     whiten,
 )
-from grpo_research.config import RunConfig
 from grpo_research.models import DTYPES
 from grpo_research.trainers import common
+from grpo_research.trainers.base import Trainer
 from grpo_research.trainers.cost import forward_flops, train_flops
-from grpo_research.trainers.grpo import GRPOTrainer
 
 
 class ValueHead(torch.nn.Module):
@@ -135,12 +136,20 @@ def load_value_model(model_path: str | Path, dtype: str = "float32") -> ValueMod
     return ValueModel(trunk, DTYPES[dtype])
 
 
-class PPOTrainer(GRPOTrainer):
-    """GRPOTrainer's loop, evaluation and checkpoints, with a critic and PPO's update."""
+class PPOTrainer(Trainer):
+    """The shared loop, rollout, evaluation and checkpoints, with a critic and PPO's update."""
 
-    def __init__(self, cfg: RunConfig, run_dir: str | Path, model_path: str | Path):
-        super().__init__(cfg, run_dir, model_path)
-        c, o, p = cfg.critic, cfg.optim, cfg.ppo
+    def _updates_per_step(self) -> int:
+        """Optimizer steps per rollout batch: epochs x minibatches."""
+        n = self.cfg.rollout.prompts_per_step * self.cfg.algo.group_size
+        return self.cfg.ppo.epochs * -(-n // min(self.cfg.ppo.minibatch_size, n))
+
+    def policy_updates(self) -> int:
+        return max(1, (self.cfg.train.steps - self.cfg.critic.warmup_steps) * self._updates_per_step())
+
+    def setup(self, model_path: str | Path) -> None:
+        cfg = self.cfg
+        c, o = cfg.critic, cfg.optim
         self.shared = c.shared_trunk
         if self.shared:
             hidden = self.policy.base_model.config.hidden_size
@@ -149,12 +158,8 @@ class PPOTrainer(GRPOTrainer):
             self.critic = load_value_model(model_path, cfg.model.dtype)
         self.critic.to(next(self.policy.parameters()).device).train()
         self.critic_opt = common.make_optimizer(self.critic.parameters(), c.lr, o.weight_decay, (o.beta1, o.beta2))
-        n = cfg.rollout.prompts_per_step * cfg.algo.group_size
-        per_step = p.epochs * -(-n // min(p.minibatch_size, n))  # optimizer steps per rollout batch
-        policy_updates = max(1, (cfg.train.steps - c.warmup_steps) * per_step)
-        self.sched = common.make_scheduler(self.opt, o.warmup_steps, policy_updates, o.schedule, o.min_lr_ratio)
-        self.critic_sched = common.make_scheduler(self.critic_opt, 0, cfg.train.steps * per_step, o.schedule,
-                                                  o.min_lr_ratio)
+        self.critic_sched = common.make_scheduler(self.critic_opt, 0, cfg.train.steps * self._updates_per_step(),
+                                                  o.schedule, o.min_lr_ratio)
         self.cost.register("critic", self.critic, self.critic_opt)
         self.n_critic_params = sum(q.numel() for q in self.critic.parameters())
 
@@ -198,21 +203,19 @@ class PPOTrainer(GRPOTrainer):
     def train_step(self) -> dict[str, Any]:
         cfg, a, p = self.cfg, self.cfg.algo, self.cfg.ppo
         t0 = time.perf_counter()
-        if a.ref_reset_every and self.ref is not None and self.step and self.step % a.ref_reset_every == 0:
-            self.ref.load_state_dict(self.policy.state_dict())  # DeepSeek-R1: reference reset
+        self.reset_reference_if_due()
         self.policy.eval()
-        batch, rb, info = self.rollout_and_score()  # GRPO's rollout and reward, unchanged
+        batch, rb, info = self.rollout_and_score()  # the shared rollout and reward
         self.policy.train()
         t_rollout = time.perf_counter()
         N = len(batch.completions)
         if N == 0:  # dynamic sampling (when enabled) found no informative group: no update
-            return self._finish_row(t0, t_rollout, time.perf_counter(), info, batch, rb, {}, 0.0)
+            return self.rl_row(t0, t_rollout, time.perf_counter(), info, batch, rb, {}, 0.0)
 
         scores = torch.tensor(rb.total, device=self.device)  # (N,) verifier score per completion
-        valid = torch.tensor(rb.mask, dtype=torch.float32, device=self.device)  # (N,) sandbox errors etc. masked
-        if a.overlong_filter:
-            valid = valid * torch.tensor(batch.finished, dtype=torch.float32, device=self.device)  # DAPO: drop truncated
-        mask = batch.completion_mask.float() * valid.unsqueeze(1)  # (N, T)
+        keep = torch.tensor(rb.mask, dtype=torch.float32, device=self.device)  # (N,) sandbox errors etc. masked
+        finished = torch.tensor(batch.finished, dtype=torch.float32, device=self.device)  # (N,)
+        mask = loss_mask(batch.completion_mask, keep, finished, a.overlong_filter)  # (N, T)
         T = mask.shape[1]
         eps_high = a.clip_eps_high if a.clip_eps_high is not None else a.clip_eps
         seq_tokens = batch.attention_mask.sum(dim=1)  # (N,) prompt + completion tokens per row
@@ -296,7 +299,7 @@ class PPOTrainer(GRPOTrainer):
                     value_clip_fraction(values.detach(), old_values[idx], returns[idx], m, p.value_clip).item())
         t_end = time.perf_counter()
 
-        # FLOPs besides generation (counted by _finish_row): the once-per-batch forwards and the updates.
+        # FLOPs besides generation (counted by rl_row): the once-per-batch forwards and the updates.
         total_seq = int(seq_tokens.sum())
         flops = forward_flops(self.n_params, total_seq) * (1 + (self.ref is not None))  # old log-probs, reference
         flops += forward_flops(self.n_critic_params, total_seq)  # old values (the head alone when shared)
@@ -329,15 +332,14 @@ class PPOTrainer(GRPOTrainer):
         }
         if nonfinite:
             stats["nonfinite_loss"] = True
-        return self._finish_row(t0, t_rollout, t_end, info, batch, rb, stats, flops)
+        return self.rl_row(t0, t_rollout, t_end, info, batch, rb, stats, flops)
 
     # ------------------------------------------------------------ checkpoints
-    def state(self) -> dict[str, Any]:
-        return {**super().state(), "critic": self.critic.state_dict(), "critic_optimizer": self.critic_opt.state_dict(),
+    def extra_state(self) -> dict[str, Any]:
+        return {"critic": self.critic.state_dict(), "critic_optimizer": self.critic_opt.state_dict(),
                 "critic_scheduler": self.critic_sched.state_dict()}
 
-    def load_state(self, state: dict[str, Any]) -> None:
-        super().load_state(state)
+    def load_extra_state(self, state: dict[str, Any]) -> None:
         self.critic.load_state_dict(state["critic"])
         self.critic_opt.load_state_dict(state["critic_optimizer"])
         self.critic_sched.load_state_dict(state["critic_scheduler"])

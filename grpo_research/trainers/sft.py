@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import random
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,9 @@ import torch
 from tqdm import tqdm
 
 from grpo_research.config import RunConfig
+from grpo_research.files import replace_dir, temp_dir_beside
 from grpo_research.models import build_char_tokenizer, build_tiny_model
+from grpo_research.tasks import build_task
 from grpo_research.tasks.base import Problem
 from grpo_research.trainers import common
 
@@ -62,12 +63,10 @@ def cache_root(cfg: RunConfig) -> Path:
 
 def train_base_model(cfg: RunConfig, out_dir: str | Path, progress: bool = True) -> dict[str, Any]:
     """Build the tiny model from scratch and warm it up; write it to `out_dir` atomically."""
-    from grpo_research.trainers.grpo import task_from_config
-
     out_dir = Path(out_dir)
     b, m = cfg.base, cfg.model
     common.seed_everything(b.seed)
-    task = task_from_config(cfg)
+    task = build_task(cfg.task)
     tokenizer = build_char_tokenizer()
     model = build_tiny_model(len(tokenizer), m.hidden_size, m.num_layers, m.num_heads, m.intermediate_size,
                              m.max_position_embeddings, tokenizer.pad_token_id, tokenizer.bos_token_id,
@@ -103,16 +102,11 @@ def train_base_model(cfg: RunConfig, out_dir: str | Path, progress: bool = True)
     acc = common.evaluate_accuracy(model, tokenizer, task, heldout, cfg.rollout.max_new_tokens)
     info = {"steps": step, "heldout_accuracy": acc, "seconds": time.perf_counter() - t0, "history": history,
             "parameters": sum(p.numel() for p in model.parameters()), "task": cfg.task.name, "base_seed": b.seed}
-    tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    tmp = temp_dir_beside(out_dir)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     (tmp / "base_info.json").write_text(json.dumps(info, indent=2) + "\n")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(tmp, out_dir)
+    replace_dir(tmp, out_dir)
     return info
 
 

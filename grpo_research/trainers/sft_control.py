@@ -3,11 +3,12 @@ control every RL comparison needs.
 
 It continues the base-model stage (grpo_research/trainers/sft.py) on the same training
 prompts with their reference solutions, through the same loop, evaluation and checkpoints as
-the RL trainers, and logs the same rows: `samples` counts the training examples seen (per
+the RL trainers (grpo_research/trainers/base.py; it builds no rollout backend, reward or
+reference model), and logs the same rows: `samples` counts the training examples seen (per
 step `rollout.prompts_per_step` x `algo.group_size`, the RL methods' completions per step,
 so equal `samples` means equal data), `tokens` the supervised target tokens, and
 `eval/accuracy` the same held-out split. Its preset uses the base stage's optimizer
-settings (lr 1e-3, betas (0.9, 0.98)) and no reference model; anything can be overridden.
+settings (lr 1e-3, betas (0.9, 0.98)); anything can be overridden.
 
 A task whose reference solutions are withheld (only a reward is available) cannot be
 trained this way: the trainer stops with a clear error instead of training on nothing.
@@ -20,10 +21,10 @@ from typing import Any
 
 import torch
 
-from grpo_research.config import ConfigError
+from grpo_research.errors import ConfigError
 from grpo_research.trainers import common
+from grpo_research.trainers.base import Trainer
 from grpo_research.trainers.cost import train_flops
-from grpo_research.trainers.grpo import GRPOTrainer
 from grpo_research.trainers.sft import sft_batch
 
 
@@ -31,15 +32,16 @@ class NoReferenceSolutions(ConfigError):
     pass
 
 
-class SFTControlTrainer(GRPOTrainer):
-    def __init__(self, cfg, run_dir, model_path):
-        super().__init__(cfg, run_dir, model_path)
-        o = cfg.optim  # one update per step, whatever algo.num_iterations a study sets for its RL runs
-        self.sched = common.make_scheduler(self.opt, o.warmup_steps, cfg.train.steps, o.schedule, o.min_lr_ratio)
+class SFTControlTrainer(Trainer):
+    samples_policy = False  # trains on the reference solutions: no rollout backend, no reward
+    uses_reference = False
+
+    # one update per step (Trainer.policy_updates), whatever algo.num_iterations a study sets for its RL runs
+    def setup(self, model_path) -> None:
         probe = self.task.train_problems(random.Random(0), 1)
         if probe and probe[0].solution is None:
             raise NoReferenceSolutions(
-                f"task {cfg.task.name!r} gives no reference solutions (withheld): sft_control cannot train on it"
+                f"task {self.cfg.task.name!r} gives no reference solutions (withheld): sft_control cannot train on it"
             )
 
     def train_step(self) -> dict[str, Any]:

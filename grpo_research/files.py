@@ -1,0 +1,53 @@
+"""Atomic file and directory writes (torch-free): a reader sees the old content or the new,
+never a partial file. Every writer of the project that replaces a file uses these."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write `text` to a temporary file beside `path`, fsync it, then rename it over `path`.
+    The file gets the usual permissions (0666 less the umask); on any error the temporary file
+    is removed and `path` is left as it was."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def temp_dir_beside(path: str | os.PathLike) -> Path:
+    """A fresh, empty directory beside `path` (same file system, so a rename can swap it in)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.tmp"))
+
+
+def replace_dir(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
+    """Swap the fully written directory `tmp` in as `final`: the old `final` (if any) is renamed
+    aside first and removed only after the new one is in place."""
+    tmp, final = Path(tmp), Path(final)
+    old = final.with_name(f".{final.name}.old{os.getpid()}")
+    if old.exists():
+        shutil.rmtree(old)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    if old.exists():
+        shutil.rmtree(old)

@@ -1,0 +1,350 @@
+"""The one training loop every method runs on.
+
+`Trainer` owns the run: the task, the policy and its optimizer and schedule, the reference
+model (when `uses_reference` and beta > 0), the rollout backend and the reward (when
+`samples_policy`), held-out evaluation, atomic checkpoints and resume, SIGTERM, the metrics
+rows, cost metering and data parallelism. A method is a subclass that writes `train_step`
+(and, when it holds more state, `setup`, `extra_state` and `load_extra_state`); methods are
+siblings on this class, registered in grpo_research/methods.py.
+
+Data parallelism has one code path: `self.dp` is a `distributed.DataParallel` whose every
+collective is the identity in a world of one process, so the same lines train one process or
+N under torchrun (grpo_research/trainers/distributed.py).
+
+Shared by the RL methods (`samples_policy`): `rollout_and_score` (G completions per prompt,
+scored by the task's verifier; DAPO's dynamic sampling refills the batch from more prompts,
+and every generated completion counts in `samples`) and `rl_row` (the step's metrics row,
+global values under data parallelism).
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from grpo_research.config import RunConfig, data_parallel_problem
+from grpo_research.errors import ConfigError
+from grpo_research.files import write_text_atomic
+from grpo_research.models import load_causal_lm
+from grpo_research.rewards import RewardBatch, build_reward
+from grpo_research.rollout import RolloutBatch, rollout_backend, select_and_concat
+from grpo_research.tasks import build_task
+from grpo_research.tracking import NullTracker, Tracker, read_metrics
+from grpo_research.trainers import common, distributed
+from grpo_research.trainers.cost import CostMeter, forward_flops
+
+
+class Trainer:
+    """The loop, evaluation, checkpoints and metrics of a run; subclasses write `train_step`."""
+
+    samples_policy = True  # builds the rollout backend and the reward (RL methods)
+    uses_reference = True  # loads the frozen reference when algo.beta > 0
+
+    def __init__(self, cfg: RunConfig, run_dir: str | Path, model_path: str | Path):
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        if cfg.train.threads:
+            torch.set_num_threads(cfg.train.threads)
+        common.seed_everything(cfg.seed)
+        self.task = build_task(cfg.task)
+        # world 1 unless started by torchrun with WORLD_SIZE > 1 (then: process group joined, cuda:LOCAL_RANK)
+        self.dp, self.device = distributed.setup(common.resolve_device(cfg.model.device))
+        problem = data_parallel_problem(cfg, self.dp.world, "WORLD_SIZE")
+        if problem:
+            raise ConfigError(problem)
+        self.policy, self.tokenizer = load_causal_lm(model_path, cfg.model.dtype)
+        self.policy.to(self.device)
+        if self.samples_policy:
+            # rollout.backend: hf -> rollout.generate; vllm -> a colocated engine's generate (same signature),
+            # which pushes the policy's weights into the engine whenever they changed since its last rollout
+            self.generate = rollout_backend(cfg.rollout.backend, model_path, seed=cfg.seed, **cfg.rollout.vllm) \
+                if cfg.rollout.backend == "vllm" else rollout_backend("hf")
+            self.reward_fn = build_reward(self.task, cfg.reward.weights, self._reward_options())
+        self.policy.train()
+        self.ref = None
+        if self.uses_reference and cfg.algo.beta > 0:
+            self.ref, _ = load_causal_lm(model_path, cfg.model.dtype)
+            self.ref.to(self.device).eval().requires_grad_(False)
+        o = cfg.optim
+        self.opt = common.make_optimizer(self.policy.parameters(), o.lr, o.weight_decay, (o.beta1, o.beta2))
+        self.cost = CostMeter(next(self.policy.parameters()).device)
+        self.cost.register("policy", self.policy, self.opt)
+        self.cost.register("reference", self.ref)
+        self.n_params = sum(p.numel() for p in self.policy.parameters())
+        self.sched = common.make_scheduler(self.opt, o.warmup_steps, self.policy_updates(), o.schedule,
+                                           o.min_lr_ratio)
+        self.data_rng = random.Random(cfg.seed)
+        self.heldout = self.task.heldout_problems(cfg.train.eval_size)
+        self.step = 0
+        self.samples = 0
+        self.tokens = 0
+        self._stat_weights: dict[str, float] = {}
+        self.setup(model_path)
+
+    # ------------------------------------------------------------ what a method provides
+    def setup(self, model_path: str | Path) -> None:
+        """Build what the method holds besides the policy (e.g. a critic)."""
+
+    def policy_updates(self) -> int:
+        """Optimizer steps of the policy over the whole run (the length of the lr schedule)."""
+        return self.cfg.train.steps
+
+    def train_step(self) -> dict[str, Any]:
+        """One step; returns its metrics row (`rl_row` for RL methods)."""
+        raise NotImplementedError
+
+    def extra_state(self) -> dict[str, Any]:
+        """Checkpointed state besides the policy, optimizer, schedule, RNGs and counters."""
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    def sample_rows(self) -> list[dict[str, Any]]:
+        """This process's rows of the last step, for samples/step_N.jsonl."""
+        batch, rewards = self._last_batch
+        return [{"prompt": p.prompt, "completion": c, "finished": f, "reward": r}
+                for p, c, f, r in zip(batch.problems, batch.completions, batch.finished, rewards.tolist())]
+
+    # ------------------------------------------------------------ RL pieces
+    def _reward_options(self) -> dict[str, dict]:
+        """Reward options from config; the overlong penalty defaults to DAPO's setting measured
+        in tokens: max_len = rollout.max_new_tokens, cache = a quarter of it."""
+        options = {k: dict(v) for k, v in self.cfg.reward.options.items()}
+        if "overlong" in self.cfg.reward.weights:
+            opt = options.setdefault("overlong", {})
+            max_len = opt.setdefault("max_len", self.cfg.rollout.max_new_tokens)
+            opt.setdefault("cache", max(1, max_len // 4))
+            if "tokenizer" not in opt and "length_fn" not in opt:
+                tok = self.tokenizer
+                opt["length_fn"] = lambda text: len(tok(text, add_special_tokens=False)["input_ids"]) + 1  # + EOS
+        return options
+
+    def reset_reference_if_due(self) -> None:
+        """DeepSeek-R1: the reference becomes the current policy every `algo.ref_reset_every` steps."""
+        every = self.cfg.algo.ref_reset_every
+        if every and self.ref is not None and self.step and self.step % every == 0:
+            self.ref.load_state_dict(self.policy.state_dict())
+
+    def rollout_and_score(self) -> tuple[RolloutBatch, RewardBatch, dict[str, float]]:
+        """Sample G completions per prompt and score them. With dynamic sampling (DAPO), groups
+        whose rewards are all equal are dropped and more prompts are sampled, up to
+        `algo.max_resample_rounds` extra rounds; every generated completion counts in `samples`."""
+        cfg, a = self.cfg, self.cfg.algo
+        G, want = a.group_size, cfg.rollout.prompts_per_step
+        lo, hi = self.dp.shard(want)  # data parallel: this process's prompts of the step (all of them at world 1)
+        sampler = {} if cfg.rollout.sampler == "torch" else {"sampler": cfg.rollout.sampler, "row_offset": lo * G}
+        batches, scores, keep_rows = [], [], []
+        kept_groups = generated = dropped = 0
+        for round_ in range(1 + (a.max_resample_rounds if a.dynamic_sampling else 0)):
+            problems = self.task.train_problems(self.data_rng, want)[lo:hi]  # every process draws the same problems
+            seed = common.step_seed(cfg.seed, self.step, stream=round_)
+            if not sampler:  # torch sampler: independent draws per process (rank 0 keeps the seed)
+                seed ^= self.dp.rank << 40
+            batch = self.generate(
+                self.policy, self.tokenizer, problems, G, max_new_tokens=cfg.rollout.max_new_tokens,
+                temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, seed=seed, **sampler,
+            )
+            rb = self.reward_fn(batch.problems, batch.completions, batch.finished)
+            generated += len(batch.completions)
+            groups = torch.tensor(rb.total).view(-1, G)  # (prompts, G)
+            rows = []
+            for g in range(groups.shape[0]):
+                if a.dynamic_sampling and (bool((groups[g] == groups[g, 0]).all()) or kept_groups >= want):
+                    dropped += 1
+                    continue
+                rows += range(g * G, (g + 1) * G)
+                kept_groups += 1
+            batches.append(batch)
+            scores.append(rb)
+            keep_rows.append(rows)
+            if kept_groups >= want:
+                break
+        if len(batches) == 1 and len(keep_rows[0]) == len(batches[0].completions):
+            batch, rb = batches[0], scores[0]
+        else:
+            batch = select_and_concat(batches, keep_rows, self.tokenizer.pad_token_id)
+            rb = RewardBatch(
+                total=[s.total[i] for s, rows in zip(scores, keep_rows) for i in rows],
+                components={k: [s.components[k][i] for s, rows in zip(scores, keep_rows) for i in rows]
+                            for k in scores[0].components},
+                mask=[s.mask[i] for s, rows in zip(scores, keep_rows) for i in rows],
+            )
+        batch = common.batch_to(batch, self.device)  # the vLLM backend returns CPU tensors
+        info = {"generated": generated, "dropped_groups": dropped, "rollout_rounds": len(batches),
+                "generated_tokens": sum(b.completion_tokens for b in batches)}
+        return batch, rb, info
+
+    def rl_row(self, t0, t_rollout, t_end, info, batch, rb, stats, update_flops) -> dict[str, Any]:
+        """Count samples and tokens, and build the metrics row of an RL step: global values over
+        the data-parallel processes (this process's own at world 1). `stats`' means `kl`,
+        `entropy`, `clip_frac` are combined by the weights in `self._stat_weights`."""
+        G = self.cfg.algo.group_size
+        # generation: with a KV cache each prompt and generated token goes through one forward
+        # (both backends prefill each distinct prompt once, not G times)
+        gen_tokens = info["generated_tokens"] + info["generated"] // G * batch.prompt_len
+        flops = forward_flops(self.n_params, gen_tokens) + update_flops
+        rewards = torch.tensor(rb.total, dtype=torch.float32) if rb.total else torch.zeros(0)
+        self._last_batch = (batch, rewards)  # this process's rows, for sample_rows
+        lengths = batch.completion_mask.sum(dim=1).float()  # (N,)
+        info, stats, flops, rewards, components, masks, finished, lengths = self._global_step(
+            info, stats, flops, rewards, rb.components, rb.mask, batch.finished, lengths)
+        cost = self.cost.step_metrics(step_s=t_end - t0, rollout_s=t_rollout - t0, update_s=t_end - t_rollout,
+                                      samples=info["generated"], generated_tokens=info["generated_tokens"],
+                                      model_flops=flops, devices=self.dp.world)
+        self.step += 1
+        self.samples += info["generated"]
+        self.tokens += info["generated_tokens"]
+        groups = rewards.view(-1, G)
+        return {
+            "step": self.step,
+            "samples": self.samples,
+            "tokens": self.tokens,
+            "reward_mean": rewards.mean().item() if len(rewards) else float("nan"),
+            "reward_std": rewards.std(correction=0).item() if len(rewards) else float("nan"),
+            **{f"reward/{k}": _mean(v) for k, v in components.items()},
+            "frac_zero_std": (groups == groups[:, :1]).all(dim=1).float().mean().item() if len(rewards) else 1.0,
+            **stats,
+            "completion_len": lengths.mean().item() if len(rewards) else 0.0,
+            "truncated_frac": 1.0 - sum(finished) / max(len(finished), 1),
+            "masked_frac": 1.0 - sum(masks) / max(len(masks), 1),
+            "dropped_groups": info["dropped_groups"],
+            "rollout_rounds": info["rollout_rounds"],
+            "step_s": t_end - t0,
+            "rollout_s": t_rollout - t0,
+            "update_s": t_end - t_rollout,
+            "peak_mem_mb": common.peak_mem_mb(),
+            **cost,
+        }
+
+    def _global_step(self, info, stats, flops, rewards, components, masks, finished, lengths):
+        """The step's per-row values of every process in rank order (the one-process batch
+        order), counts and FLOPs summed, and each mean statistic combined from the processes'
+        means and what they are over, in one all-reduce (the identity at world 1)."""
+        names = list(components)
+        cols = torch.tensor([rewards.tolist(), [float(m) for m in masks], [float(f) for f in finished],
+                             lengths.tolist(),
+                             *[[math.nan if v is None else float(v) for v in components[k]] for k in names]],
+                            dtype=torch.float64)  # (4 + terms, n)
+        weights = self._stat_weights
+        means = [k for k in ("kl", "entropy", "clip_frac") if k in stats and k in weights]
+        scalars = [info["generated"], info["generated_tokens"], info["dropped_groups"], flops]
+        for k in means:
+            scalars += [stats[k] * weights[k], weights[k]]
+        cols, sums = self.dp.gather_step(cols, scalars)
+        info = {**info, "generated": int(sums[0]), "generated_tokens": int(sums[1]), "dropped_groups": int(sums[2])}
+        stats = dict(stats)
+        for i, k in enumerate(means):
+            stats[k] = self.dp.combine_mean(stats[k], sums[4 + 2 * i], sums[5 + 2 * i])
+        components = {k: [None if math.isnan(v) else v for v in cols[4 + i].tolist()] for i, k in enumerate(names)}
+        return (info, stats, sums[3], cols[0].float(), components, cols[1].tolist(), cols[2].tolist(),
+                cols[3].float())
+
+    # ------------------------------------------------------------ evaluation, checkpoints
+    def evaluate(self) -> dict[str, Any]:
+        """Greedy held-out accuracy; each data-parallel process grades its share."""
+        t0 = time.perf_counter()
+        lo, hi = self.dp.shard(len(self.heldout))
+        correct = common.count_correct(self.policy, self.tokenizer, self.task, self.heldout[lo:hi],
+                                       self.cfg.rollout.max_new_tokens)
+        acc = self.dp.sum_values([correct])[0] / max(len(self.heldout), 1)
+        return {"step": self.step, "samples": self.samples, "tokens": self.tokens, "eval/accuracy": acc,
+                "eval_s": time.perf_counter() - t0}
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "step": self.step, "samples": self.samples, "tokens": self.tokens,
+            "policy": self.policy.state_dict(), "optimizer": self.opt.state_dict(),
+            "scheduler": self.sched.state_dict(), "rng": common.rng_state(),
+            "data_rng": self.data_rng.getstate(),
+            "metrics_bytes": (self.run_dir / "metrics.jsonl").stat().st_size,
+            "reference": self.ref.state_dict() if self.ref is not None and self.cfg.algo.ref_reset_every else None,
+            **self.extra_state(),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.step, self.samples, self.tokens = state["step"], state["samples"], state["tokens"]
+        self.policy.load_state_dict(state["policy"])
+        self.opt.load_state_dict(state["optimizer"])
+        self.sched.load_state_dict(state["scheduler"])
+        common.set_rng_state(state["rng"])
+        self.data_rng.setstate(state["data_rng"])
+        if state.get("reference") is not None:
+            self.ref.load_state_dict(state["reference"])
+        self.load_extra_state(state)
+
+    # ------------------------------------------------------------ the loop
+    def train(self) -> dict[str, Any]:
+        """The loop. SIGTERM (what SLURM sends before preemption) finishes the current step,
+        writes a checkpoint and raises `Preempted`; rerunning the same command resumes.
+        Data parallel: every process runs it (each loads the checkpoint; evaluation and sample
+        tables are collective); rank 0 alone writes; the processes agree on stopping."""
+        cfg, tc, dp = self.cfg, self.cfg.train, self.dp
+        metrics_path = self.run_dir / "metrics.jsonl"
+        state = common.load_checkpoint(self.run_dir)
+        if state is not None:
+            self.load_state(state)
+        if dp.main:
+            common.truncate_file(metrics_path, state["metrics_bytes"] if state is not None else 0)
+        tracker = Tracker(self.run_dir, cfg.to_dict(), mode=cfg.tracking.wandb, project=cfg.tracking.project,
+                          group=cfg.tracking.group, name=self.run_dir.name, tags=cfg.tracking.tags,
+                          job_type=cfg.method) if dp.main else NullTracker()
+        t_start = time.perf_counter()
+        stop = common.StopFlag()
+        try:
+            if self.step == 0:
+                tracker.log(self.evaluate())
+            bar = tqdm(total=tc.steps, initial=self.step, desc=f"{cfg.method} {self.run_dir.name}",
+                       disable=not (cfg.tracking.progress and dp.main), dynamic_ncols=True)
+            say = bar.write if dp.main else (lambda msg: None)
+            while self.step < tc.steps:
+                row = self.train_step()
+                tracker.log(row)
+                bar.update(1)
+                bar.set_postfix(reward=f"{row.get('reward_mean', float('nan')):.3f}", kl=f"{row.get('kl', 0.0):.4f}",
+                                s_per_step=f"{row['step_s']:.3f}", refresh=False)
+                if row.get("nonfinite_loss"):
+                    say(f"step {self.step}: non-finite loss, update skipped (last good checkpoint kept)")
+                if self.step % tc.samples_every == 0:
+                    parts = dp.gather_objects(self.sample_rows())  # rank 0: every process's rows
+                    if dp.main:
+                        tracker.log_table(self.step, [r for part in parts for r in part])
+                if self.step % tc.eval_every == 0 or self.step == tc.steps:
+                    ev = self.evaluate()
+                    tracker.log(ev)
+                    say(f"step {self.step}: held-out accuracy {ev['eval/accuracy']:.3f}")
+                stopping = dp.any(stop.raised)  # SIGTERM reached some process: all stop after this step
+                if dp.main and (self.step % tc.checkpoint_every == 0 or self.step == tc.steps or stopping):
+                    common.save_checkpoint(self.run_dir, self.state())
+                if stopping and self.step < tc.steps:
+                    say(f"SIGTERM: checkpoint written at step {self.step}; rerun the same command to resume")
+                    dp.barrier()  # the checkpoint is on disk before any process exits
+                    raise common.Preempted(self.step)
+            bar.close()
+        finally:
+            stop.restore()
+            tracker.close()
+        if not dp.main:
+            return {}
+        common.save_model_atomic(self.policy, self.tokenizer, self.run_dir / "model")
+        acc = [r for r in read_metrics(metrics_path) if "eval/accuracy" in r]
+        summary = {
+            "method": cfg.method, "seed": cfg.seed, "steps": self.step, "samples": self.samples,
+            "tokens": self.tokens,
+            "initial_accuracy": acc[0]["eval/accuracy"] if acc else None,
+            "final_accuracy": acc[-1]["eval/accuracy"] if acc else None,
+            "train_s_this_invocation": time.perf_counter() - t_start,
+        }
+        write_text_atomic(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+        return summary
+
+
+def _mean(values: list) -> float:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else float("nan")
