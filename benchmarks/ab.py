@@ -47,7 +47,7 @@ def apply_patches(patches: list[str], group_size: int) -> list[str]:
 
             rollout.lean_supported = lambda model: False
         elif name in ("compile", "eager_attn"):
-            import grpo_research.trainers.grpo as grpo
+            import grpo_research.trainers.base as grpo  # where trainers load their models
 
             load = grpo.load_causal_lm
 

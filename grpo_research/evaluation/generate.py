@@ -77,9 +77,9 @@ def _build_task(name: str, data: str | None, run_cfg):
         raise UsageError(f"unknown benchmark {name!r}; known: {', '.join(sorted(TASKS))}")
     try:
         if run_cfg is not None and run_cfg.task.name == name and not data:
-            from grpo_research.trainers.grpo import task_from_config
+            from grpo_research.tasks import build_task
 
-            return task_from_config(run_cfg)
+            return build_task(run_cfg.task)
         return get_task(name, **({"data_path": data} if data else {}))
     except (DataError, OSError, TypeError) as e:
         raise UsageError(str(e)) from None
