@@ -109,6 +109,12 @@ register_method(
     doc="REINFORCE++ (Hu 2025, arXiv 2501.03262): advantages normalised with the global batch mean and std.",
 )
 register_method(
+    "nsr", GRPO_TRAINER, data_parallel=True,
+    preset={"algo": {"advantage": "negative_only"}},
+    doc="NSR, negative sample reinforcement (Zhu et al. 2025, arXiv 2506.01347): GRPO trained on its "
+        "below-group-mean completions only, A = min(A_group, 0).",
+)
+register_method(
     "ppo", "grpo_research.trainers.ppo:PPOTrainer",
     doc="PPO with a critic (separate value model, or `critic.shared_trunk`), GAE (`ppo.lam`, `ppo.gamma`), "
         "clipped value loss, entropy bonus, KL in the reward (or `ppo.kl_in_loss`); arXiv 1707.06347, 2203.02155.",

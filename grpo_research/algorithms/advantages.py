@@ -8,10 +8,14 @@ after group -> one advantage per completion.
   A_i = r_i - mean_{j != i} r_j = G/(G-1) (r_i - mean_g). No std scaling.
 - `reinforce_pp`: REINFORCE++ (Hu 2025, arXiv 2501.03262): A = (r - mean_batch) / std_batch,
   normalised over the whole batch rather than per group.
+- `negative_only`: negative sample reinforcement, NSR (Zhu et al. 2025, arXiv 2506.01347): only
+  the completions worse than their group's mean are pushed down, A = min(A_group, 0).
 
 Departures: REINFORCE++ in its paper puts a per-token KL penalty in the reward; here the KL
 term stays in the loss as in GRPO (beta, `algo.kl_estimator`), so the variants differ only in
-the advantage.
+the advantage. NSR in its paper gives every incorrect sample the reward -1 with no baseline;
+here it is the negative part of the group-relative advantage (as `algo.adv_scale` scales it),
+so a group whose completions are all wrong contributes nothing, as in GRPO.
 
 Adding an estimator: one function `f(rewards (N,), algo config) -> advantages (N,)` registered
 with `@register_advantage("name")` (say `cross_group=` when it looks beyond a prompt's own
@@ -87,3 +91,9 @@ def rloo(rewards: torch.Tensor, algo) -> torch.Tensor:
                     "use group or rloo")
 def reinforce_pp(rewards: torch.Tensor, algo) -> torch.Tensor:
     return batch_normalized_advantages(rewards)
+
+
+@register_advantage("negative_only")
+def negative_only(rewards: torch.Tensor, algo) -> torch.Tensor:
+    adv = group(rewards, algo)  # (N,)
+    return adv.clamp(max=0.0)  # (N,) below-mean completions only
