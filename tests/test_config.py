@@ -112,3 +112,27 @@ def test_console_script_exit_code_and_no_traceback(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 2
     assert "Traceback" not in r.stderr and r.stderr.strip() == "error: 'algo.beta' = -1.0 must be >= 0"
+
+
+@pytest.mark.parametrize("overrides, needle", [
+    (["task.name=gsm8k", "task.levels=[1]", "task.level_weights=[1.0]"], "'task.levels' = [1] is not an option of task 'gsm8k'"),
+    (["task.name=humaneval", "task.eval_level=2"], "'task.eval_level' = 2 is not an option of task 'humaneval'"),
+    (["task.data_path=some.jsonl"], "'task.data_path' = 'some.jsonl' is not an option of task 'arith'"),
+    (["task.options={nope: 1}"], "'task.options.nope' is not an option of task 'arith'"),
+    (["task.options={levels: [1]}"], "'task.options.levels' is not an option of task 'arith'"),
+])
+def test_task_options_the_task_does_not_take_are_refused(overrides, needle):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, overrides)
+    assert needle in str(e.value)
+
+
+def test_task_options_the_task_takes_are_passed_on():
+    from grpo_research.tasks import build_task
+
+    cfg = load_config(None, ["task.levels=[1]", "task.level_weights=[1.0]", "task.options={withhold_solutions: true}"])
+    task = build_task(cfg.task)
+    import random
+
+    p = task.train_problems(random.Random(0), 3)
+    assert all(x.solution is None for x in p) and all(len(x.prompt) == len("001+002=") for x in p)

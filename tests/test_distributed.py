@@ -174,3 +174,18 @@ def test_sigterm_under_torchrun_checkpoints_exits_75_and_resumes(eos_model_dir, 
     assert [r["step"] for r in rows if "reward_mean" in r] == list(range(1, 11))
     _assert_rows_match(deterministic(rows), deterministic(read_metrics(ref / "metrics.jsonl")))
     assert _max_diff(load_file(run / "model/model.safetensors"), load_file(ref / "model/model.safetensors")) < 1e-5
+
+
+def test_world_of_one_is_the_identity():
+    from grpo_research.trainers.distributed import DataParallel
+
+    dp = DataParallel()
+    cols = torch.tensor([[0.1, 0.2], [1.0, 0.0]], dtype=torch.float64)
+    out, sums = dp.gather_step(cols, [3, 7.5])
+    assert out is cols and sums == [3, 7.5]
+    # a combined mean at world 1 is the local mean, not (mean x weight) / weight with its rounding
+    m, w = 0.1, 3.0
+    assert dp.combine_mean(m, m * w, w) == m
+    assert dp.shard(8) == (0, 8) and dp.sum_values([5]) == [5] and dp.loss_scale(torch.ones(2, 2), "token") == 1.0
+    g = torch.ones(3)
+    assert dp.all_reduce_grads([], g) is g

@@ -43,3 +43,11 @@ def test_control_refuses_a_task_without_reference_solutions(tiny_model_dir, tmp_
     assert not run.exists()
     # the RL methods train on the same task from the reward alone
     assert main(["train", "--run-dir", str(tmp_path / "rl"), *args[:1], *args[2:]]) == 0
+
+
+def test_control_builds_no_rollout_backend_reward_or_reference(tiny_model_dir, tmp_path):
+    # even with beta > 0 the control holds the policy alone: it samples nothing and has no KL term
+    cfg = load_config(None, [f"model.name_or_path={tiny_model_dir}", "method=sft_control", "algo.beta=0.1", *FAST])
+    t = SFTControlTrainer(cfg, tmp_path, tiny_model_dir)
+    assert t.ref is None and not hasattr(t, "generate") and not hasattr(t, "reward_fn")
+    assert list(t.cost.models) == ["policy"]

@@ -1,0 +1,174 @@
+"""Strict, documented dataclass configs (the mechanics behind grpo_research.config, torch-free):
+a field helper carrying each key's documentation and range check, the checks themselves, a
+strict recursive merge of mappings into dataclasses (unknown keys and wrong types are
+`ConfigError`s naming the key and where it came from), YAML files and `a.b=c` overrides."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from dataclasses import field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from grpo_research.errors import ConfigError
+
+
+def doc_field(default: Any, help: str, check: Callable[[Any], str | None] | None = None):
+    """A config field with its documentation (`help`) and an optional range check (`check`: value -> message or None)."""
+    kw: dict[str, Any] = {"metadata": {"help": help, "check": check}}
+    if isinstance(default, (dict, list)):
+        kw["default_factory"] = lambda d=default: type(d)(d)
+    else:
+        kw["default"] = default
+    return field(**kw)
+
+
+def gt(lo: float):
+    return lambda v: None if v > lo else f"must be > {lo}"
+
+
+def ge(lo: float):
+    return lambda v: None if v >= lo else f"must be >= {lo}"
+
+
+def open_interval(lo: float, hi: float):
+    return lambda v: None if lo < v < hi else f"must be in ({lo}, {hi})"
+
+
+def closed_interval(lo: float, hi: float):
+    return lambda v: None if lo <= v <= hi else f"must be in [{lo}, {hi}]"
+
+
+def one_of(*choices: Any):
+    return lambda v: None if v in choices else f"must be one of {', '.join(map(str, choices))}"
+
+
+def type_ok(value: Any, tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(type_ok(value, a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp in (list, dict, str, bool):
+        return isinstance(value, tp)
+    return True
+
+
+def _coerce_float(value: Any, tp: Any) -> Any:
+    """Ints and numeric strings such as `1e-3` (a string to YAML 1.1) become floats for float fields."""
+    if float not in (tp, *typing.get_args(tp)) or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _type_name(tp: Any) -> str:
+    return str(tp).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def _hints(cls) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def merge(obj: Any, data: dict, where: str, prefix: str = "") -> None:
+    """Set fields of dataclass `obj` from `data`, recursively; reject unknown keys and bad types."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: section '{prefix.rstrip('.') or '<root>'}' must be a mapping, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(obj)}
+    hints = _hints(type(obj))
+    for key, value in data.items():
+        full = f"{prefix}{key}"
+        if key not in fields:
+            known = ", ".join(prefix + k for k in fields)
+            raise ConfigError(f"{where}: unknown key '{full}' (known keys here: {known})")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            merge(current, value, where, full + ".")
+            continue
+        tp = hints[key]
+        value = _coerce_float(value, tp)
+        if not type_ok(value, tp):
+            raise ConfigError(f"{where}: '{full}' = {value!r} has the wrong type (expected {_type_name(tp)})")
+        setattr(obj, key, value)
+
+
+def check_ranges(obj: Any, prefix: str = "") -> None:
+    """Run every field's range check, recursively; raise ConfigError naming the first bad key."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            check_ranges(value, f"{prefix}{f.name}.")
+            continue
+        check = f.metadata.get("check")
+        msg = check(value) if check else None
+        if msg:
+            raise ConfigError(f"'{prefix}{f.name}' = {value!r} {msg}")
+
+
+def field_rows(obj: Any, prefix: str = "") -> list[tuple[str, Any, str]]:
+    """(dotted key, default, help) of every leaf field, in declaration order."""
+    rows = []
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            rows += field_rows(value, f"{prefix}{f.name}.")
+        else:
+            rows.append((f"{prefix}{f.name}", value, f.metadata["help"]))
+    return rows
+
+
+def load_yaml(path: str | Path) -> dict:
+    """Parse a YAML config file; malformed YAML names the file and line."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{where}: malformed YAML ({problem})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a config file must be a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """`a.b=c` -> (['a', 'b'], yaml-parsed c)."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} must look like key=value (e.g. algo.beta=0.04)")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override {item!r} has an empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.split("."), value
+
+
+def nest(parts: list[str], value: Any) -> dict:
+    out: Any = value
+    for p in reversed(parts):
+        out = {p: out}
+    return out
