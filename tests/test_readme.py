@@ -23,3 +23,9 @@ def test_methods_table_lists_every_registered_method():
     table = methods_table()
     for name, m in METHODS.items():
         assert f"| `{name}` | {m.doc} |" in table
+
+
+def test_readme_names_no_path_outside_the_repository():
+    readme = (ROOT / "README.md").read_text()
+    for needle in ("../", "/work/", "/root/", "/tmp/"):
+        assert needle not in readme, f"README names a path outside the repository: {needle}"
