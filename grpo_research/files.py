@@ -39,11 +39,12 @@ def temp_dir_beside(path: str | os.PathLike) -> Path:
     return Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.tmp"))
 
 
-def replace_dir(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
+def replace_dir(tmp: str | os.PathLike, final: str | os.PathLike, old: str | os.PathLike | None = None) -> None:
     """Swap the fully written directory `tmp` in as `final`: the old `final` (if any) is renamed
-    aside first and removed only after the new one is in place."""
+    aside to `old` first (default: a hidden name beside it) and removed only after the new one is
+    in place, so a crash between the renames leaves `old` complete."""
     tmp, final = Path(tmp), Path(final)
-    old = final.with_name(f".{final.name}.old{os.getpid()}")
+    old = Path(old) if old is not None else final.with_name(f".{final.name}.old{os.getpid()}")
     if old.exists():
         shutil.rmtree(old)
     if final.exists():

@@ -55,14 +55,19 @@ def test_nonfinite_loss_skips_the_update(tiny_model_dir, tmp_path, monkeypatch):
     run.mkdir()
     (run / "metrics.jsonl").write_text("")
     trainer = grpo.GRPOTrainer(cfg, run, tiny_model_dir)
-    real = grpo.aggregate_loss
-    monkeypatch.setattr(grpo, "aggregate_loss", lambda *a, **k: real(*a, **k) * float("nan"))
+    real = grpo.policy_loss
+
+    def nan_loss(*a, **k):
+        loss, stats = real(*a, **k)
+        return loss * float("nan"), stats
+
+    monkeypatch.setattr(grpo, "policy_loss", nan_loss)
     before = [p.detach().clone() for p in trainer.policy.parameters()]
     row = trainer.train_step()
     assert row["nonfinite_loss"] is True and row["step"] == 1
     assert all(torch.equal(p, q) for p, q in zip(before, trainer.policy.parameters()))
     assert all(torch.isfinite(p).all() for p in trainer.policy.parameters())
-    monkeypatch.setattr(grpo, "aggregate_loss", real)
+    monkeypatch.setattr(grpo, "policy_loss", real)
     row = trainer.train_step()  # training goes on
     assert "nonfinite_loss" not in row
     assert any(not torch.equal(p, q) for p, q in zip(before, trainer.policy.parameters()))

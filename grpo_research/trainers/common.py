@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from grpo_research.errors import ConfigError
 from grpo_research.files import replace_dir, temp_dir_beside
@@ -177,14 +176,7 @@ def save_checkpoint(run_dir: Path, state: dict[str, Any]) -> None:
         torch.save(state, fh)
         fh.flush()
         os.fsync(fh.fileno())
-    final, old = run_dir / "checkpoint", run_dir / "checkpoint.old"
-    if old.exists():
-        shutil.rmtree(old)
-    if final.exists():
-        os.replace(final, old)
-    os.replace(tmp, final)
-    if old.exists():
-        shutil.rmtree(old)
+    replace_dir(tmp, run_dir / "checkpoint", old=run_dir / "checkpoint.old")  # load_checkpoint knows checkpoint.old
 
 
 def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:

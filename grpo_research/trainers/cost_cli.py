@@ -92,11 +92,11 @@ def _worker(config_path: str, model_path: str, run_dir: str, out_path: str) -> i
     import yaml
 
     from grpo_research.cli import _quiet_libraries
-    from grpo_research.trainers import METHODS
+    from grpo_research.trainers import build_trainer
 
     _quiet_libraries()
     cfg = config_from_dict(yaml.safe_load(Path(config_path).read_text()))
-    trainer = METHODS[cfg.method](cfg, run_dir, model_path)
+    trainer = build_trainer(cfg, run_dir, model_path)
     rows = [trainer.train_step() for _ in range(cfg.train.steps)]
     out = summarize(rows, sum(p.numel() for p in trainer.policy.parameters()))
     Path(out_path).write_text(json.dumps(out))
