@@ -15,13 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-from grpo_research.config import ConfigError, RunConfig, key_table, load_config
-
-USAGE_ERROR = 2
-
-
-class UsageError(Exception):
-    pass
+from grpo_research.config import RunConfig, key_table, load_config
+from grpo_research.errors import USAGE_ERROR, ConfigError, UsageError
 
 
 def _quiet_libraries() -> None:

@@ -212,6 +212,9 @@ class TrainConfig:
     shared_prefix: bool = doc_field(
         True, "Log-prob forwards compute each group's shared prompt once (benchmarks/RESULTS.md: about 1.5x TRL vs 1.1-1.2x)."
     )
+    lock_wait: float = doc_field(
+        0.0, "Seconds to wait for another process holding this run dir (e.g. a requeued SLURM job's predecessor) "
+        "before refusing with exit 2.", ge(0))
     launcher: str = doc_field(
         "local",
         "local: one process; torchrun: `grpo-research train` relaunches itself under torchrun with "

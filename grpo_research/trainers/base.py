@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from tqdm import tqdm
 from grpo_research.config import RunConfig, data_parallel_problem
 from grpo_research.errors import ConfigError
 from grpo_research.files import write_text_atomic
+from grpo_research.locks import DirLock
 from grpo_research.models import load_causal_lm
 from grpo_research.rewards import RewardBatch, build_reward
 from grpo_research.rollout import RolloutBatch, rollout_backend, select_and_concat
@@ -263,10 +265,23 @@ class Trainer:
             "policy": self.policy.state_dict(), "optimizer": self.opt.state_dict(),
             "scheduler": self.sched.state_dict(), "rng": common.rng_state(),
             "data_rng": self.data_rng.getstate(),
-            "metrics_bytes": (self.run_dir / "metrics.jsonl").stat().st_size,
+            **self._metrics_snapshot(),
             "reference": self.ref.state_dict() if self.ref is not None and self.cfg.algo.ref_reset_every else None,
             **self.extra_state(),
         }
+
+    def _warn(self, msg: str) -> None:
+        """One line on stderr (rank 0): a damaged checkpoint or metrics file was repaired."""
+        if self.dp.main:
+            print(msg, file=sys.stderr, flush=True)
+
+    def _metrics_snapshot(self) -> dict[str, Any]:
+        """metrics.jsonl as the checkpoint covers it, fsynced first: its length, and its text so
+        that a file cut or damaged later can be restored on resume (`common.restore_metrics`)."""
+        path = self.run_dir / "metrics.jsonl"
+        common.sync_file(path)
+        text = path.read_bytes()
+        return {"metrics_bytes": len(text), "metrics_text": text}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.step, self.samples, self.tokens = state["step"], state["samples"], state["tokens"]
@@ -285,13 +300,24 @@ class Trainer:
         writes a checkpoint and raises `Preempted`; rerunning the same command resumes.
         Data parallel: every process runs it (each loads the checkpoint; evaluation and sample
         tables are collective); rank 0 alone writes; the processes agree on stopping."""
+        # one process trains a run dir at a time (rank 0 holds it for all ranks); the kernel
+        # releases the lock when the holder dies, so a crashed run resumes at once
+        lock = DirLock(self.run_dir / ".lock", f"run dir {self.run_dir}", self.cfg.train.lock_wait)
+        if self.dp.main:
+            lock.acquire()
+        try:
+            return self._train()
+        finally:
+            lock.release()
+
+    def _train(self) -> dict[str, Any]:
         cfg, tc, dp = self.cfg, self.cfg.train, self.dp
         metrics_path = self.run_dir / "metrics.jsonl"
-        state = common.load_checkpoint(self.run_dir)
+        state = common.load_checkpoint(self.run_dir, warn=self._warn)
         if state is not None:
             self.load_state(state)
-        if dp.main:
-            common.truncate_file(metrics_path, state["metrics_bytes"] if state is not None else 0)
+        if dp.main:  # exactly the rows the checkpoint covers
+            common.restore_metrics(metrics_path, state, warn=self._warn)
         tracker = Tracker(self.run_dir, cfg.to_dict(), mode=cfg.tracking.wandb, project=cfg.tracking.project,
                           group=cfg.tracking.group, name=self.run_dir.name, tags=cfg.tracking.tags,
                           job_type=cfg.method) if dp.main else NullTracker()

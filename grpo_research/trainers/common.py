@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from grpo_research.errors import ConfigError
-from grpo_research.files import replace_dir, temp_dir_beside
+from grpo_research.errors import ConfigError, UsageError
+from grpo_research.files import replace_dir, temp_dir_beside, write_bytes_atomic
 from grpo_research.rollout import generate
 from grpo_research.tasks.base import Problem, Task
 
@@ -165,8 +165,25 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
+CHECKPOINTS = ("checkpoint", "checkpoint.prev", "checkpoint.old")  # newest first; .old: older versions' name
+
+
+class CheckpointDamaged(UsageError):
+    """No checkpoint of a run dir can be read (exit 2, with how to start over)."""
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def save_checkpoint(run_dir: Path, state: dict[str, Any]) -> None:
-    """Write `checkpoint/` atomically: into a temp dir, fsync, then swap by rename."""
+    """Write `checkpoint/` atomically: into a temp dir, fsync, then swap by rename. The previous
+    checkpoint is kept as `checkpoint.prev` until this one is complete (`load_checkpoint` falls
+    back to it when the newest one is damaged)."""
     run_dir = Path(run_dir)
     tmp = run_dir / "checkpoint.tmp"
     if tmp.exists():
@@ -176,18 +193,82 @@ def save_checkpoint(run_dir: Path, state: dict[str, Any]) -> None:
         torch.save(state, fh)
         fh.flush()
         os.fsync(fh.fileno())
-    replace_dir(tmp, run_dir / "checkpoint", old=run_dir / "checkpoint.old")  # load_checkpoint knows checkpoint.old
+    final, prev = run_dir / "checkpoint", run_dir / "checkpoint.prev"
+    if final.exists():
+        if prev.exists():
+            shutil.rmtree(prev)
+        os.replace(final, prev)
+    os.replace(tmp, final)
+    for legacy in (run_dir / "checkpoint.old",):
+        if legacy.exists():
+            shutil.rmtree(legacy)
+    _fsync_dir(run_dir)
 
 
-def load_checkpoint(run_dir: Path) -> dict[str, Any] | None:
-    """The last complete checkpoint, or None. A crash between the two renames of
-    `save_checkpoint` leaves only `checkpoint.old`, which is then used."""
+def load_checkpoint(run_dir: Path, warn=None) -> dict[str, Any] | None:
+    """The newest readable checkpoint, or None when there is none. A damaged one (cut short,
+    overwritten) is named through `warn` (default: a line on stderr) and the previous one used;
+    when every checkpoint present is damaged, `CheckpointDamaged` says which files and how to
+    start over."""
     run_dir = Path(run_dir)
-    for name in ("checkpoint", "checkpoint.old"):
+    warn = warn or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    damaged = []
+    for name in CHECKPOINTS:
         path = run_dir / name / "state.pt"
-        if path.exists():
-            return torch.load(path, weights_only=False)
+        if not path.exists():
+            continue
+        try:
+            state = torch.load(path, weights_only=False)
+            if not isinstance(state, dict) or "step" not in state:
+                raise ValueError("not a training checkpoint")
+        except Exception as e:  # noqa: BLE001 (torch.load raises many kinds on a damaged file)
+            damaged.append(f"{path} ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else 'unreadable'})")
+            continue
+        for d in damaged:
+            warn(f"warning: checkpoint {d} is damaged; resuming from {path} (step {state['step']})")
+        return state
+    if damaged:
+        raise CheckpointDamaged(
+            f"checkpoint {damaged[0]} is damaged and no earlier checkpoint of {run_dir} is usable; "
+            f"to start the run over, delete {run_dir}/checkpoint* and {run_dir}/metrics.jsonl")
     return None
+
+
+def sync_file(path: Path) -> None:
+    """fsync a file that another handle (e.g. the metrics writer) has written and flushed."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def restore_metrics(path: Path, state: dict[str, Any] | None, warn=None) -> None:
+    """Make metrics.jsonl hold exactly the rows the resumed checkpoint covers: rows written after
+    it are cut off; a file cut or damaged inside that part is rewritten from the copy the
+    checkpoint holds (`metrics_text`; for checkpoints without it, cut back to `metrics_bytes`
+    and to the last complete line). No checkpoint: an empty file."""
+    path = Path(path)
+    warn = warn or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    current = path.read_bytes() if path.exists() else b""
+    if state is None:
+        if current:
+            truncate_file(path, 0)
+        return
+    want = state.get("metrics_text")
+    if want is None:  # a checkpoint of an earlier version: its length only
+        keep = current[: state["metrics_bytes"]]
+        keep = keep[: keep.rfind(b"\n") + 1]  # drop a partial last line
+        if keep != current:
+            write_bytes_atomic(path, keep)
+        return
+    if current.startswith(want):
+        truncate_file(path, len(want))
+        return
+    rows = want.count(b"\n")
+    warn(f"warning: {path} does not match its checkpoint (cut or damaged); restored the "
+         f"{rows} rows the checkpoint at step {state['step']} covers")
+    write_bytes_atomic(path, want)
 
 
 def truncate_file(path: Path, size: int) -> None:
@@ -217,22 +298,31 @@ class Preempted(Exception):
 
 
 class StopFlag:
-    """Catches SIGTERM while training: the loop finishes its step, checkpoints and stops."""
+    """Catches SIGTERM and SIGINT while training: the loop finishes its step, checkpoints and
+    stops (exit 75). A second SIGINT (Ctrl-C twice) stops at once with KeyboardInterrupt."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __init__(self):
         self.raised = False
-        self._previous = None
-        try:
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
-        except ValueError:  # not the main thread (e.g. inside some launchers): no handler
-            self._previous = None
+        self._previous: dict[int, Any] = {}
+        for sig in self.SIGNALS:
+            try:
+                self._previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread (e.g. inside some launchers): no handler
+                pass
 
     def _handle(self, signum, frame) -> None:
+        if signum == signal.SIGINT and self.raised:
+            raise KeyboardInterrupt
+        if signum == signal.SIGINT:
+            print("\ninterrupted: finishing the step and writing a checkpoint (Ctrl-C again to stop at once)",
+                  file=sys.stderr, flush=True)
         self.raised = True
 
     def restore(self) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
 
 
 def resolve_device(name: str) -> torch.device:
