@@ -14,6 +14,8 @@ import hashlib
 import json
 import os
 import random
+import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from tqdm import tqdm
 
 from grpo_research.config import RunConfig
 from grpo_research.files import replace_dir, temp_dir_beside
+from grpo_research.locks import DirLock, Locked
 from grpo_research.models import build_char_tokenizer, build_tiny_model
 from grpo_research.tasks import build_task
 from grpo_research.tasks.base import Problem
@@ -61,9 +64,24 @@ def cache_root(cfg: RunConfig) -> Path:
     return Path(root or cfg.model.cache_dir).expanduser()
 
 
-def train_base_model(cfg: RunConfig, out_dir: str | Path, progress: bool = True) -> dict[str, Any]:
-    """Build the tiny model from scratch and warm it up; write it to `out_dir` atomically."""
+def build_dir(out_dir: str | Path) -> Path:
+    """Where an unfinished build of `out_dir` keeps its checkpoint (beside it, removed when done)."""
     out_dir = Path(out_dir)
+    return out_dir.with_name(out_dir.name + ".build")
+
+
+def _save_build_state(work: Path, state: dict[str, Any]) -> None:
+    work.mkdir(parents=True, exist_ok=True)
+    common.save_checkpoint(work, state)
+
+
+def train_base_model(cfg: RunConfig, out_dir: str | Path, progress: bool = True) -> dict[str, Any]:
+    """Build the tiny model from scratch and warm it up; write it to `out_dir` atomically.
+
+    The build checkpoints at every check (`base.eval_every` steps) into `<out_dir>.build/` and a
+    rerun resumes from there, ending with the same model as an uninterrupted build."""
+    out_dir = Path(out_dir)
+    work = build_dir(out_dir)
     b, m = cfg.base, cfg.model
     common.seed_everything(b.seed)
     task = build_task(cfg.task)
@@ -78,7 +96,17 @@ def train_base_model(cfg: RunConfig, out_dir: str | Path, progress: bool = True)
     history = []
     step = 0
     acc = 0.0
-    bar = tqdm(total=b.max_steps, desc="base model (supervised warm-up)", disable=not progress, dynamic_ncols=True)
+    earlier_s = 0.0  # build seconds before a resume
+    state = common.load_checkpoint(work) if work.exists() else None
+    if state is not None:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        rng.setstate(state["data_rng"])
+        common.set_rng_state(state["rng"])
+        step, acc, history, earlier_s = state["step"], state["acc"], state["history"], state["seconds"]
+        print(f"base model: resuming the build from step {step} ({work})", flush=True)
+    bar = tqdm(total=b.max_steps, initial=step, desc="base model (supervised warm-up)", disable=not progress,
+               dynamic_ncols=True)
     while step < b.max_steps:
         ids, mask, labels = sft_batch(tokenizer, task.train_problems(rng, b.batch_size))
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
@@ -98,15 +126,20 @@ def train_base_model(cfg: RunConfig, out_dir: str | Path, progress: bool = True)
                       f"({time.perf_counter() - t0:.0f} s)", flush=True)
             if acc >= b.stop_accuracy:
                 break
+            _save_build_state(work, {"step": step, "acc": acc, "history": history, "model": model.state_dict(),
+                                     "optimizer": opt.state_dict(), "data_rng": rng.getstate(),
+                                     "rng": common.rng_state(), "seconds": earlier_s + time.perf_counter() - t0})
     bar.close()
     acc = common.evaluate_accuracy(model, tokenizer, task, heldout, cfg.rollout.max_new_tokens)
-    info = {"steps": step, "heldout_accuracy": acc, "seconds": time.perf_counter() - t0, "history": history,
+    info = {"steps": step, "heldout_accuracy": acc, "seconds": earlier_s + time.perf_counter() - t0, "history": history,
             "parameters": sum(p.numel() for p in model.parameters()), "task": cfg.task.name, "base_seed": b.seed}
     tmp = temp_dir_beside(out_dir)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     (tmp / "base_info.json").write_text(json.dumps(info, indent=2) + "\n")
     replace_dir(tmp, out_dir)
+    if work.exists():
+        shutil.rmtree(work)
     return info
 
 
@@ -116,6 +149,22 @@ def ensure_base_model(cfg: RunConfig, progress: bool = True) -> Path:
     if cfg.model.name_or_path != "tiny":
         return Path(cfg.model.name_or_path) if Path(cfg.model.name_or_path).exists() else cfg.model.name_or_path
     path = cache_root(cfg) / f"tiny-{cfg.task.name}-{base_model_key(cfg)}"
-    if not (path / "base_info.json").exists():
-        train_base_model(cfg, path, progress=progress)
+    if (path / "base_info.json").exists():
+        return path
+    # one builder at a time; the others wait for it and then load what it built
+    lock = DirLock(path.with_name(path.name + ".lock"), f"the base model build {path}")
+    try:
+        lock.acquire()
+    except Locked as e:
+        print(f"waiting: {e}", file=sys.stderr, flush=True)
+        lock.wait_s = BASE_BUILD_WAIT_S
+        lock.acquire()
+    try:
+        if not (path / "base_info.json").exists():
+            train_base_model(cfg, path, progress=progress)
+    finally:
+        lock.release()
     return path
+
+
+BASE_BUILD_WAIT_S = 6 * 3600.0  # how long a run waits for another process's base-model build

@@ -1,0 +1,62 @@
+"""The base-model build (issue 13): it checkpoints and resumes to the same model, and one
+process builds a cached base model while the others wait for it."""
+import threading
+import time
+
+import pytest
+from safetensors.torch import load_file
+
+import grpo_research.trainers.sft as sft
+from grpo_research.config import load_config
+from grpo_research.locks import DirLock
+
+SMALL = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.intermediate_size=64",
+         "model.max_position_embeddings=32", "base.max_steps=12", "base.eval_every=4", "base.check_size=4",
+         "base.eval_size=8", "base.stop_accuracy=1.0", "base.batch_size=16", "train.threads=1"]
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_an_interrupted_build_resumes_to_the_same_model(tmp_path, monkeypatch, capsys):
+    cfg = load_config(None, SMALL)
+    ref = tmp_path / "ref"
+    sft.train_base_model(cfg, ref, progress=False)
+    real = sft._save_build_state
+    saves = []
+
+    def save_then_die(work, state):
+        real(work, state)
+        saves.append(state["step"])
+        if state["step"] == 8:
+            raise Interrupted  # killed right after the step-8 checkpoint
+
+    monkeypatch.setattr(sft, "_save_build_state", save_then_die)
+    out = tmp_path / "out"
+    with pytest.raises(Interrupted):
+        sft.train_base_model(cfg, out, progress=False)
+    assert saves == [4, 8] and not out.exists() and sft.build_dir(out).exists()
+    monkeypatch.setattr(sft, "_save_build_state", real)
+    capsys.readouterr()
+    info = sft.train_base_model(cfg, out, progress=False)
+    assert "resuming the build from step 8" in capsys.readouterr().out
+    a, b = load_file(out / "model.safetensors"), load_file(ref / "model.safetensors")
+    assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
+    assert info["steps"] == 12 and not sft.build_dir(out).exists()  # the build checkpoint is removed
+
+
+def test_a_second_run_waits_for_the_base_model_being_built(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRPO_RESEARCH_CACHE", str(tmp_path))
+    cfg = load_config(None, SMALL)
+    path = sft.cache_root(cfg) / f"tiny-{cfg.task.name}-{sft.base_model_key(cfg)}"
+    holder = DirLock(path.with_name(path.name + ".lock"), "another builder")
+    holder.acquire()
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("path", sft.ensure_base_model(cfg, progress=False)))
+    t.start()
+    time.sleep(1.0)
+    assert t.is_alive() and not path.exists()  # waiting, not building beside the other builder
+    holder.release()
+    t.join(120)
+    assert result["path"] == path and (path / "base_info.json").exists()
