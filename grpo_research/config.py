@@ -59,6 +59,10 @@ def _task_check(v: str) -> str | None:
     return TASKS.check(v)
 
 
+MAX_GROUP_SIZE = 1024  # G beyond this is a typo (published GRPO runs use 4-64)
+MAX_COMPLETIONS_PER_STEP = 65536  # rows of one rollout batch
+
+
 # ---------------------------------------------------------------- the config
 @dataclass
 class ModelConfig:
@@ -85,7 +89,8 @@ class ModelConfig:
 class BaseConfig:
     """The base-model stage: supervised warm-up of the tiny model to partial competence."""
 
-    seed: int = doc_field(0, "Seed of the base-model stage (independent of the RL `seed`, so seeds share one base).")
+    seed: int = doc_field(0, "Seed of the base-model stage (independent of the RL `seed`, so seeds share one base).",
+                          closed_interval(-(2**63), 2**64 - 1))
     max_steps: int = doc_field(1500, "Upper bound on supervised steps.", gt(0))
     batch_size: int = doc_field(128, "Supervised batch size (examples).", gt(0))
     lr: float = doc_field(1e-3, "Supervised AdamW learning rate.", gt(0))
@@ -148,7 +153,7 @@ class RolloutConfig:
 
 @dataclass
 class AlgoConfig:
-    group_size: int = doc_field(8, "G: completions sampled per prompt.", ge(2))
+    group_size: int = doc_field(8, "G: completions sampled per prompt.", closed_interval(2, MAX_GROUP_SIZE))
     beta: float = doc_field(0.04, "KL coefficient to the frozen reference model (0 drops the reference).", ge(0))
     clip_eps: float = doc_field(0.2, "epsilon: lower clip range of the importance ratio, 1 - eps.", open_interval(0, 1))
     clip_eps_high: float | None = doc_field(
@@ -282,7 +287,8 @@ class CriticConfig:
 @dataclass
 class RunConfig:
     method: str = doc_field("grpo", "Training method (a registered trainer/variant; see the methods table).", METHODS.check)
-    seed: int = doc_field(0, "One seed for every RNG of the run (python, numpy, torch, data order, sampler).")
+    seed: int = doc_field(0, "One seed for every RNG of the run (python, numpy, torch, data order, sampler).",
+                          closed_interval(-(2**63), 2**64 - 1))
     model: ModelConfig = field(default_factory=ModelConfig)
     base: BaseConfig = field(default_factory=BaseConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
@@ -318,14 +324,42 @@ def validate(cfg: RunConfig) -> RunConfig:
         problem = data_parallel_problem(cfg, cfg.train.nproc_per_node)
         if problem:
             raise ConfigError(problem)
+    rows = cfg.rollout.prompts_per_step * cfg.algo.group_size
+    if rows > MAX_COMPLETIONS_PER_STEP:
+        raise ConfigError(f"rollout.prompts_per_step x algo.group_size = {cfg.rollout.prompts_per_step} x "
+                          f"{cfg.algo.group_size} = {rows} completions per step, more than the limit of "
+                          f"{MAX_COMPLETIONS_PER_STEP}")
+    _check_reward(cfg.reward)
+    return cfg
+
+
+def _check_reward(r: RewardConfig) -> None:
+    """Reward terms and their options must exist; a reward of no terms is refused."""
+    import inspect
+
     from grpo_research.rewards import REWARDS
 
-    for name, w in cfg.reward.weights.items():
+    if not r.weights:
+        raise ConfigError("'reward.weights' is empty: the reward would be 0 for every completion")
+    for name, w in r.weights.items():
         if name not in REWARDS:
-            raise ConfigError(f"'reward.weights' names unknown reward term {name!r} (known: {', '.join(sorted(REWARDS))})")
+            raise ConfigError(f"'reward.weights' names unknown reward term {name!r} (known: {REWARDS.choices()})")
         if not type_ok(w, float):
-            raise ConfigError(f"'reward.weights.{name}' = {w!r} must be a number")
-    return cfg
+            raise ConfigError(f"'reward.weights.{name}' = {w!r} must be a finite number")
+    for name, opts in r.options.items():
+        if name not in r.weights:
+            raise ConfigError(f"'reward.options.{name}': {name!r} is not a term of reward.weights "
+                              f"({', '.join(r.weights)})")
+        if not isinstance(opts, dict):
+            raise ConfigError(f"'reward.options.{name}' = {opts!r} must be a mapping of option: value")
+        params = inspect.signature(REWARDS[name]).parameters
+        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            continue
+        known = [k for k in params if k != "task"]
+        for key in opts:
+            if key not in known:
+                raise ConfigError(f"'reward.options.{name}.{key}' is not an option of reward term {name!r} "
+                                  f"(its options: {', '.join(known) or 'none'})")
 
 
 def _check_task_options(t: TaskConfig) -> None:

@@ -101,6 +101,8 @@ def merge(obj: Any, data: dict, where: str, prefix: str = "") -> None:
             continue
         tp = hints[key]
         value = _coerce_float(value, tp)
+        if isinstance(value, float) and not math.isfinite(value) and float in (tp, *typing.get_args(tp)):
+            raise ConfigError(f"{where}: '{full}' = {value!r} must be a finite number")
         if not type_ok(value, tp):
             raise ConfigError(f"{where}: '{full}' = {value!r} has the wrong type (expected {_type_name(tp)})")
         setattr(obj, key, value)
@@ -131,20 +133,68 @@ def field_rows(obj: Any, prefix: str = "") -> list[tuple[str, Any, str]]:
     return rows
 
 
+MAX_DEPTH = 50  # nesting of mappings and lists in a config value (a config needs 3 or 4)
+
+
+class Refused(yaml.constructor.ConstructorError):
+    """YAML that parses but that a config refuses (duplicate key, alias, too deep)."""
+
+
+class StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (the later one would silently win) and aliases
+    (`*name`: no config needs them, and nested aliases expand exponentially: a "billion laughs")."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise Refused(None, None, "YAML aliases (*name) are not allowed in a config",
+                                                    event.start_mark)
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise Refused(None, None, f"nested more than {MAX_DEPTH} levels deep",
+                                                        self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise Refused(None, None, f"duplicate key {key!r} (first on line "
+                                                        f"{seen[key] + 1})", key_node.start_mark)
+            if isinstance(key, (str, int, float, bool)):
+                seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    """YAML text -> Python value with StrictLoader; ConfigError naming `where` (and the line)."""
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 (StrictLoader is a SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f"{where}:{mark.line + 1}" if mark is not None else where
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{at}: malformed YAML ({problem})") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: malformed YAML (nested too deeply)") from None
+
+
 def load_yaml(path: str | Path) -> dict:
     """Parse a YAML config file; malformed YAML names the file and line."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not a text (UTF-8) file") from None
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{where}: malformed YAML ({problem})") from None
+    if "\x00" in text:
+        raise ConfigError(f"config file {path} is not a text file (it holds NUL bytes)")
+    data = parse_yaml(text, str(path))
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -161,9 +211,13 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(f"override {item!r} has an empty key")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.load(raw, Loader=StrictLoader) if raw.strip() else ""  # noqa: S506
+    except Refused as e:
+        raise ConfigError(f"override {key}=...: {e.problem}") from None
     except yaml.YAMLError:
-        value = raw
+        value = raw  # not YAML: the plain string (a path with a colon, say)
+    except RecursionError:
+        raise ConfigError(f"override {key}=... is nested too deeply") from None
     return key.split("."), value
 
 

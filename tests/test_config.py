@@ -49,7 +49,7 @@ def test_resolved_config_round_trips():
     "override, needle",
     [
         ("algo.bta=0.1", "unknown key 'algo.bta'"),
-        ("algo.group_size=1", "'algo.group_size' = 1 must be >= 2"),
+        ("algo.group_size=1", "'algo.group_size' = 1 must be in [2, 1024]"),
         ("algo.beta=-0.1", "'algo.beta' = -0.1 must be >= 0"),
         ("algo.clip_eps=0", "'algo.clip_eps' = 0.0 must be in (0, 1)"),
         ("algo.clip_eps=1.5", "'algo.clip_eps' = 1.5 must be in (0, 1)"),

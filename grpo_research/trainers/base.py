@@ -83,11 +83,23 @@ class Trainer:
                                            o.min_lr_ratio)
         self.data_rng = random.Random(cfg.seed)
         self.heldout = self.task.heldout_problems(cfg.train.eval_size)
+        self._check_context()
         self.step = 0
         self.samples = 0
         self.tokens = 0
         self._stat_weights: dict[str, float] = {}
         self.setup(model_path)
+
+    def _check_context(self) -> None:
+        """The longest held-out prompt plus rollout.max_new_tokens must fit the model's context."""
+        ctx = getattr(self.policy.config, "max_position_embeddings", None)
+        prompts = [p.prompt for p in self.heldout]
+        if not ctx or not prompts:
+            return
+        longest = max(len(ids) for ids in self.tokenizer(prompts, add_special_tokens=False)["input_ids"])
+        if longest + self.cfg.rollout.max_new_tokens > ctx:
+            raise ConfigError(f"rollout.max_new_tokens={self.cfg.rollout.max_new_tokens} plus the longest held-out "
+                              f"prompt ({longest} tokens) exceeds the model's context of {ctx} tokens")
 
     # ------------------------------------------------------------ what a method provides
     def setup(self, model_path: str | Path) -> None:
