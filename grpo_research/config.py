@@ -213,6 +213,10 @@ class TrainConfig:
     eval_size: int = doc_field(1000, "Held-out problems per evaluation (greedy decoding).", gt(0))
     checkpoint_every: int = doc_field(100, "Atomic checkpoint every this many steps (and at the end).", gt(0))
     samples_every: int = doc_field(100, "Write a table of rollout samples to samples/ every this many steps.", gt(0))
+    micro_batch_size: int = doc_field(
+        0, "Completions per forward/backward pass (0: the whole batch at once); gradients are accumulated over "
+        "the step's micro-batches (the same update up to float rounding), bounding activation memory. "
+        "A multiple of algo.group_size.", ge(0))
     threads: int = doc_field(0, "torch CPU threads (0: leave torch's default).", ge(0))
     shared_prefix: bool = doc_field(
         True, "Log-prob forwards compute each group's shared prompt once (benchmarks/RESULTS.md: about 1.5x TRL vs 1.1-1.2x)."
@@ -324,6 +328,10 @@ def validate(cfg: RunConfig) -> RunConfig:
         problem = data_parallel_problem(cfg, cfg.train.nproc_per_node)
         if problem:
             raise ConfigError(problem)
+    mb, G = cfg.train.micro_batch_size, cfg.algo.group_size
+    if mb and mb % G:
+        raise ConfigError(f"'train.micro_batch_size' = {mb} must be a multiple of algo.group_size={G} "
+                          "(a micro-batch holds whole groups)")
     rows = cfg.rollout.prompts_per_step * cfg.algo.group_size
     if rows > MAX_COMPLETIONS_PER_STEP:
         raise ConfigError(f"rollout.prompts_per_step x algo.group_size = {cfg.rollout.prompts_per_step} x "

@@ -143,8 +143,7 @@ def policy_loss(
     (N, T) under the reference, or None (no KL term); advantages: (N,); mask: (N, T) from
     `loss_mask`; algo: the `algo` config (importance, clip_eps, clip_eps_high, beta,
     kl_estimator, loss_agg); max_len: the `constant` aggregation's length (rollout.max_new_tokens).
-    stats (detached 0-d tensors): `kl` (mean over valid tokens; 0 without a reference) and
-    `clip_frac` (share of clipped tokens, or of sequences for the sequence ratio)."""
+    stats: `policy_loss_stats` of the same tensors."""
     eps_high = algo.clip_eps_high if algo.clip_eps_high is not None else algo.clip_eps
     surrogate = SURROGATES.lookup(algo.importance)
     per_token = surrogate.loss(logp, old_logp, advantages, mask, algo.clip_eps, eps_high)  # (N, T)
@@ -153,9 +152,30 @@ def policy_loss(
         kl = kl_estimate(logp, ref_logp, algo.kl_estimator)  # (N, T)
         per_token = per_token + algo.beta * kl  # (N, T)
     loss = aggregate_loss(per_token, mask, algo.loss_agg, max_len=max_len)  # ()
-    with torch.no_grad():
-        stats = {
-            "kl": masked_mean(kl.detach(), mask) if kl is not None else torch.zeros(()),
-            "clip_frac": surrogate.clip_fraction(logp.detach(), old_logp, advantages, mask, algo.clip_eps, eps_high),
-        }
-    return loss, stats
+    return loss, policy_loss_stats(logp, old_logp, ref_logp, advantages, mask, algo)
+
+
+@torch.no_grad()
+def policy_loss_stats(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
+                      advantages: torch.Tensor, mask: torch.Tensor, algo) -> dict[str, torch.Tensor]:
+    """The statistics of `policy_loss` (detached 0-d tensors): `kl` (mean of the KL estimate over
+    valid tokens; 0 without a reference) and `clip_frac` (share of clipped tokens, or of
+    sequences for the sequence ratio)."""
+    eps_high = algo.clip_eps_high if algo.clip_eps_high is not None else algo.clip_eps
+    logp = logp.detach()  # (N, T)
+    kl = masked_mean(kl_estimate(logp, ref_logp, algo.kl_estimator), mask) if ref_logp is not None else torch.zeros(())
+    clip = SURROGATES.lookup(algo.importance).clip_fraction(logp, old_logp, advantages, mask, algo.clip_eps, eps_high)
+    return {"kl": kl, "clip_frac": clip}
+
+
+def micro_batch_scale(mode: str, rows: int, total_rows: int, tokens: float, total_tokens: float) -> float:
+    """The factor f with sum over micro-batches of f x aggregate_loss(micro-batch) =
+    aggregate_loss(whole batch): rows / total rows for the row-normalised aggregations
+    (sequence, constant), valid tokens / total valid tokens (each clamped at 1, as
+    `aggregate_loss` clamps) for `token`. 1.0 exactly for one micro-batch holding the batch."""
+    normaliser = AGGREGATIONS.lookup(mode).normaliser
+    if normaliser == "rows":
+        return rows / total_rows
+    if normaliser == "tokens":
+        return max(tokens, 1.0) / max(total_tokens, 1.0)
+    raise ValueError(f"aggregation {mode!r} has an unknown normaliser {normaliser!r}")

@@ -126,6 +126,11 @@ class Trainer:
         return [{"prompt": p.prompt, "completion": c, "finished": f, "reward": r}
                 for p, c, f, r in zip(batch.problems, batch.completions, batch.finished, rewards.tolist())]
 
+    def micro_batches(self, n: int) -> list[slice]:
+        """Slices of `train.micro_batch_size` rows over a batch of `n` (one slice when 0 or >= n)."""
+        size = self.cfg.train.micro_batch_size or n
+        return [slice(i, min(i + size, n)) for i in range(0, n, size)] or [slice(0, 0)]
+
     # ------------------------------------------------------------ RL pieces
     def _reward_options(self) -> dict[str, dict]:
         """Reward options from config; the overlong penalty defaults to DAPO's setting measured

@@ -37,7 +37,15 @@ from typing import Any
 
 import torch
 
-from grpo_research.algorithms import ADVANTAGES, SURROGATES, loss_mask, masked_mean, policy_loss
+from grpo_research.algorithms import (
+    ADVANTAGES,
+    SURROGATES,
+    loss_mask,
+    masked_mean,
+    micro_batch_scale,
+    policy_loss,
+    policy_loss_stats,
+)
 from grpo_research.rollout import SampledRolloutBatch
 from grpo_research.rollout.vllm_backend import logp_drift
 from grpo_research.trainers import common
@@ -81,26 +89,36 @@ class GRPOTrainer(Trainer):
         loss_scale = self.dp.loss_scale(mask, a.loss_agg)
 
         # log-probs of the reference and of the rollout policy (mu > 1), once per batch
+        parts = self.micro_batches(n)  # slices of train.micro_batch_size rows (one slice: the whole batch)
+        ids, am = batch.input_ids, batch.attention_mask
         ref_logp = old_logp = None
         if self.ref is not None:
             with torch.inference_mode():
-                ref_logp, _ = self.logprobs(self.ref, batch.input_ids, batch.attention_mask, T, temp)
+                ref_logp = torch.cat([self.logprobs(self.ref, ids[s], am[s], T, temp)[0] for s in parts])
             ref_logp = ref_logp.clone()  # (N, T) a normal tensor, usable in autograd
         if a.num_iterations > 1:
             with torch.no_grad():
-                old_logp, _ = self.logprobs(self.policy, batch.input_ids, batch.attention_mask, T, temp)
+                old_logp = torch.cat([self.logprobs(self.policy, ids[s], am[s], T, temp)[0] for s in parts])
 
-        # loss and mu updates
+        # loss and mu updates, gradients accumulated over the micro-batches
         stats: dict[str, Any] = {}
         max_norm = cfg.optim.max_grad_norm if cfg.optim.max_grad_norm > 0 else float("inf")
+        tokens = float(mask.sum())  # valid tokens of the batch
         for it in range(a.num_iterations):
-            logp, entropy = self.logprobs(self.policy, batch.input_ids, batch.attention_mask, T, temp,
-                                          with_entropy=(it == 0))  # (N, T) each
-            old = logp.detach() if old_logp is None else old_logp  # (N, T)
-            loss, loss_stats = policy_loss(logp, old, ref_logp, advantages, mask, a, cfg.rollout.max_new_tokens)
             self.opt.zero_grad(set_to_none=True)
-            (loss * loss_scale).backward()  # then gradients (and the loss) summed over processes
-            loss = self.dp.all_reduce_grads(self.policy.parameters(), loss.detach() * loss_scale)
+            loss, logps, entropies = None, [], []
+            for s in parts:
+                logp, entropy = self.logprobs(self.policy, ids[s], am[s], T, temp, with_entropy=(it == 0))  # (n, T)
+                old = logp.detach() if old_logp is None else old_logp[s]  # (n, T)
+                part_loss, _ = policy_loss(logp, old, None if ref_logp is None else ref_logp[s], advantages[s],
+                                           mask[s], a, cfg.rollout.max_new_tokens)
+                scale = loss_scale * micro_batch_scale(a.loss_agg, len(logp), n, float(mask[s].sum()), tokens)
+                (part_loss * scale).backward()
+                loss = part_loss.detach() * scale if loss is None else loss + part_loss.detach() * scale
+                logps.append(logp.detach())
+                entropies.append(entropy)
+            # gradients (and the loss) summed over data-parallel processes (nothing at world 1)
+            loss = self.dp.all_reduce_grads(self.policy.parameters(), loss)
             if not torch.isfinite(loss):  # skip the update; the parameters stay as they were
                 self.opt.zero_grad(set_to_none=True)
                 stats = {"loss": loss.item(), "nonfinite_loss": True, "lr": self.sched.get_last_lr()[0]}
@@ -110,15 +128,17 @@ class GRPOTrainer(Trainer):
             self.opt.step()
             self.sched.step()
             if it == 0:
+                logp = torch.cat(logps)  # (N, T)
+                entropy = torch.cat(entropies)  # (N, T)
+                old = logp if old_logp is None else old_logp
+                loss_stats = policy_loss_stats(logp, old, ref_logp, advantages, mask, a)
                 stats = {"loss": loss.item(), "kl": loss_stats["kl"].item(), "clip_frac": loss_stats["clip_frac"].item(),
                          "entropy": masked_mean(entropy, mask).item(), "grad_norm": grad_norm.item(), "lr": lr}
-                tokens = float(mask.sum())  # what each mean is over, to combine the processes' means
                 clip_unit = float(n) if SURROGATES[a.importance].unit == "sequence" else tokens
-                self._stat_weights = {"kl": tokens, "entropy": tokens, "clip_frac": clip_unit}
+                self._stat_weights = {"kl": tokens, "entropy": tokens, "clip_frac": clip_unit}  # what each mean is over
                 if isinstance(batch, SampledRolloutBatch) and batch.sampler_logprobs is not None:
                     # mean |logp under the sampler (vLLM) - logp under the trainer| on the sampled tokens
-                    stats["rollout/logp_drift"] = logp_drift(batch.sampler_logprobs, logp.detach(),
-                                                             batch.completion_mask)
+                    stats["rollout/logp_drift"] = logp_drift(batch.sampler_logprobs, logp, batch.completion_mask)
         t_end = time.perf_counter()
 
         # FLOPs besides generation (counted by rl_row): the once-per-batch forwards and the updates

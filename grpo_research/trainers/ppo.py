@@ -79,6 +79,7 @@ from grpo_research.algorithms import (
     kl_estimate,
     loss_mask,
     masked_mean,
+    micro_batch_scale,
 )
 from grpo_research.algorithms.ppo import (
     clipped_value_loss,
@@ -222,13 +223,15 @@ class PPOTrainer(Trainer):
         agg = lambda x, m: aggregate_loss(x, m, a.loss_agg, max_len=cfg.rollout.max_new_tokens)  # noqa: E731
 
         # Once per rollout batch: rollout-policy log-probs, critic values, reference log-probs.
-        with torch.no_grad():
-            old_logp, entropy, old_values = self._forward(batch.input_ids, batch.attention_mask, T, values=True,
-                                                          entropy=True)  # (N, T) each
+        with torch.no_grad():  # in micro-batches of train.micro_batch_size rows
+            parts = [self._forward(batch.input_ids[s], batch.attention_mask[s], T, values=True, entropy=True)
+                     for s in self.micro_batches(N)]
+            old_logp, entropy, old_values = (torch.cat(x) for x in zip(*parts))  # (N, T) each
             ref_logp = None
             if self.ref is not None:
-                ref_logp, _ = common.token_logprobs(self.ref, batch.input_ids, batch.attention_mask, T,
-                                                    cfg.rollout.temperature)  # (N, T)
+                ref_logp = torch.cat([common.token_logprobs(self.ref, batch.input_ids[s], batch.attention_mask[s], T,
+                                                            cfg.rollout.temperature)[0]
+                                      for s in self.micro_batches(N)])  # (N, T)
             reward_beta = 0.0 if p.kl_in_loss else a.beta
             token_rewards = kl_penalized_rewards(scores, old_logp, ref_logp, mask, reward_beta,
                                                  p.reward_kl_estimator)  # (N, T)
@@ -254,32 +257,50 @@ class PPOTrainer(Trainer):
                 m = mask[idx]  # (n, T)
                 if m.sum() == 0:
                     continue
-                ids, am = batch.input_ids[idx], batch.attention_mask[idx]  # (n, L)
-                logp = None
-                if critic_only:
-                    values = self._values_only(ids, am, T)  # (n, T)
-                else:
-                    logp, ent, values = self._forward(ids, am, T, values=True, entropy=p.ent_coef > 0,
-                                                      entropy_grad=True)  # (n, T) each
-                v_tok = clipped_value_loss(values, old_values[idx], returns[idx], p.value_clip)  # (n, T)
-                value_loss = agg(v_tok, m)  # ()
-                loss = p.vf_coef * value_loss  # ()
-                if logp is not None:
-                    pg_tok = clipped_surrogate(logp, old_logp[idx], adv_used[idx], a.clip_eps, eps_high)  # (n, T)
-                    pg_loss = agg(pg_tok, m)  # ()
-                    loss = loss + pg_loss
-                    if p.ent_coef > 0:
-                        loss = loss - p.ent_coef * agg(ent, m)
-                    if p.kl_in_loss and ref_logp is not None:
-                        loss = loss + a.beta * agg(kl_estimate(logp, ref_logp[idx], a.kl_estimator), m)
+                n, tok = len(idx), float(m.sum())
+                self.opt.zero_grad(set_to_none=True)
+                self.critic_opt.zero_grad(set_to_none=True)
+                loss = value_loss = pg_loss = None
+                logps, vals = [], []
+                for s in self.micro_batches(n):  # gradients accumulated over micro-batches of the minibatch
+                    j = idx[s]  # (k,)
+                    mj = m[s]  # (k, T)
+                    ids, am = batch.input_ids[j], batch.attention_mask[j]  # (k, L)
+                    logp = None
+                    if critic_only:
+                        values = self._values_only(ids, am, T)  # (k, T)
+                    else:
+                        logp, ent, values = self._forward(ids, am, T, values=True, entropy=p.ent_coef > 0,
+                                                          entropy_grad=True)  # (k, T) each
+                    v_tok = clipped_value_loss(values, old_values[j], returns[j], p.value_clip)  # (k, T)
+                    part_value = agg(v_tok, mj)  # ()
+                    part = p.vf_coef * part_value  # ()
+                    if logp is not None:
+                        pg_tok = clipped_surrogate(logp, old_logp[j], adv_used[j], a.clip_eps, eps_high)  # (k, T)
+                        part_pg = agg(pg_tok, mj)  # ()
+                        part = part + part_pg
+                        if p.ent_coef > 0:
+                            part = part - p.ent_coef * agg(ent, mj)
+                        if p.kl_in_loss and ref_logp is not None:
+                            part = part + a.beta * agg(kl_estimate(logp, ref_logp[j], a.kl_estimator), mj)
+                        logps.append(logp.detach())
+                    scale = micro_batch_scale(a.loss_agg, len(j), n, float(mj.sum()), tok)
+                    if torch.isfinite(part):
+                        (part * scale).backward()
+                    loss = _acc(loss, part.detach(), scale)
+                    value_loss = _acc(value_loss, part_value.detach(), scale)
+                    if logp is not None:
+                        pg_loss = _acc(pg_loss, part_pg.detach(), scale)
+                    vals.append(values.detach())
                 if not torch.isfinite(loss):  # skip this update; the parameters stay as they were
+                    self.opt.zero_grad(set_to_none=True)
+                    self.critic_opt.zero_grad(set_to_none=True)
                     nonfinite = True
                     continue
                 trained_tokens += int(seq_tokens[idx].sum())
-                self.opt.zero_grad(set_to_none=True)
-                self.critic_opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if logp is not None:
+                values = torch.cat(vals)  # (n, T)
+                if logps:
+                    logp = torch.cat(logps)  # (n, T)
                     grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
                     self.opt.step()
                     self.sched.step()
@@ -296,7 +317,7 @@ class PPOTrainer(Trainer):
                 acc["value_loss"].append(value_loss.item())
                 acc["critic_grad_norm"].append(critic_norm.item())
                 acc["value_clip_frac"].append(
-                    value_clip_fraction(values.detach(), old_values[idx], returns[idx], m, p.value_clip).item())
+                    value_clip_fraction(values, old_values[idx], returns[idx], m, p.value_clip).item())
         t_end = time.perf_counter()
 
         # FLOPs besides generation (counted by rl_row): the once-per-batch forwards and the updates.
@@ -343,3 +364,8 @@ class PPOTrainer(Trainer):
         self.critic.load_state_dict(state["critic"])
         self.critic_opt.load_state_dict(state["critic_optimizer"])
         self.critic_sched.load_state_dict(state["critic_scheduler"])
+
+
+def _acc(total: torch.Tensor | None, part: torch.Tensor, scale: float) -> torch.Tensor:
+    """total + part x scale (part x scale for the first micro-batch)."""
+    return part * scale if total is None else total + part * scale

@@ -1,0 +1,78 @@
+"""train.micro_batch_size: gradients accumulated over micro-batches give the update of the
+whole batch (parameters equal to 1e-6), for every aggregation, for PPO and for the control."""
+import pytest
+import torch
+
+from grpo_research.config import load_config
+from grpo_research.trainers import build_trainer
+from tests.helpers import fast_run
+
+# the default lr 3e-5: AdamW's first step moves every parameter by about lr whatever its gradient, so
+# rounding-level gradient differences show up as at most ~lr in the parameters
+BASE = fast_run("reward.weights={overlong: 1.0}", "algo.beta=0.04", "rollout.prompts_per_step=4")
+
+
+def _step(model_dir, run_dir, overrides):
+    """One step; (the gradient it applied, per parameter; its metrics row; the trainer)."""
+    cfg = load_config(None, [f"model.name_or_path={model_dir}", *BASE, *overrides])
+    run_dir.mkdir()
+    (run_dir / "metrics.jsonl").write_text("")
+    t = build_trainer(cfg, run_dir, model_dir)
+    row = t.train_step()
+    return [p.grad.detach().clone() for p in t.policy.parameters()], row, t
+
+
+def _max_param_diff(a, b):
+    return max((p - q).abs().max().item() for p, q in zip(a.policy.parameters(), b.policy.parameters()))
+
+
+def _same_grads(whole, micro):
+    assert sum(g.abs().sum().item() for g in whole) > 1e-3  # a real gradient: the comparison means something
+    for a, b in zip(whole, micro):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("extra", [
+    ["algo.loss_agg=sequence"],
+    ["algo.loss_agg=token"],
+    ["algo.loss_agg=constant"],
+    ["method=gspo"],
+    ["algo.loss_agg=token", "algo.num_iterations=2"],
+])
+def test_grpo_micro_batches_give_the_whole_batch_update(tiny_model_dir, tmp_path, extra):
+    whole, row_w, w = _step(tiny_model_dir, tmp_path / "whole", extra)
+    micro, row_m, m = _step(tiny_model_dir, tmp_path / "micro", [*extra, "train.micro_batch_size=4"])
+    _same_grads(whole, micro)
+    assert _max_param_diff(w, m) < 1e-6
+    for k in ("loss", "kl", "clip_frac", "entropy", "reward_mean", "grad_norm"):
+        assert row_m[k] == pytest.approx(row_w[k], rel=1e-5, abs=1e-7), k
+
+
+def test_micro_batch_size_must_hold_whole_groups():
+    from grpo_research.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="multiple of algo.group_size=4"):
+        load_config(None, [*BASE, "train.micro_batch_size=6"])
+
+
+def test_control_micro_batches_give_the_whole_batch_update(tiny_model_dir, tmp_path):
+    whole, row_w, w = _step(tiny_model_dir, tmp_path / "whole", ["method=sft_control"])
+    micro, row_m, m = _step(tiny_model_dir, tmp_path / "micro", ["method=sft_control", "train.micro_batch_size=4"])
+    _same_grads(whole, micro)
+    assert row_m["loss"] == pytest.approx(row_w["loss"], rel=1e-6)
+    assert _max_param_diff(w, m) < 1e-5  # lr 1e-3 (the control's preset): AdamW moves each parameter by ~lr
+
+
+@pytest.mark.parametrize("extra", [["critic.shared_trunk=false"], ["critic.shared_trunk=true", "algo.loss_agg=token"]])
+def test_ppo_micro_batches_give_the_whole_batch_update(tiny_model_dir, tmp_path, extra):
+    args = ["method=ppo", "ppo.epochs=1", *extra]
+    whole, row_w, w = _step(tiny_model_dir, tmp_path / "whole", args)
+    micro, row_m, m = _step(tiny_model_dir, tmp_path / "micro", [*args, "train.micro_batch_size=4"])
+    _same_grads(whole, micro)
+    assert _max_param_diff(w, m) < 1e-6
+    critic_w = [q.grad for q in w.critic.parameters()]
+    critic_m = [q.grad for q in m.critic.parameters()]
+    for a, b in zip(critic_w, critic_m):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    for k in ("loss", "pg_loss", "value_loss", "clip_frac", "entropy", "value_mean"):
+        assert row_m[k] == pytest.approx(row_w[k], rel=1e-5, abs=1e-7), k
