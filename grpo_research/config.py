@@ -217,6 +217,9 @@ class TrainConfig:
         0, "Completions per forward/backward pass (0: the whole batch at once); gradients are accumulated over "
         "the step's micro-batches (the same update up to float rounding), bounding activation memory. "
         "A multiple of algo.group_size.", ge(0))
+    gradient_checkpointing: bool = doc_field(
+        False, "Recompute activations in the backward pass instead of keeping them (less memory, about a third more "
+        "compute); turns train.shared_prefix off, since transformers drops the KV cache it needs.")
     threads: int = doc_field(0, "torch CPU threads (0: leave torch's default).", ge(0))
     shared_prefix: bool = doc_field(
         True, "Log-prob forwards compute each group's shared prompt once (benchmarks/RESULTS.md: about 1.5x TRL vs 1.1-1.2x)."

@@ -76,3 +76,15 @@ def test_ppo_micro_batches_give_the_whole_batch_update(tiny_model_dir, tmp_path,
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
     for k in ("loss", "pg_loss", "value_loss", "clip_frac", "entropy", "value_mean"):
         assert row_m[k] == pytest.approx(row_w[k], rel=1e-5, abs=1e-7), k
+
+
+@pytest.mark.parametrize("method", ["grpo", "ppo"])
+def test_gradient_checkpointing_gives_the_same_gradients(tiny_model_dir, tmp_path, method):
+    whole, row_w, w = _step(tiny_model_dir, tmp_path / "plain", [f"method={method}"])
+    ckpt, row_c, c = _step(tiny_model_dir, tmp_path / "ckpt", [f"method={method}", "train.gradient_checkpointing=true",
+                                                               "train.micro_batch_size=8"])
+    from grpo_research.trainers.common import activation_checkpointing
+
+    assert activation_checkpointing(c.policy) and not activation_checkpointing(w.policy)
+    _same_grads(whole, ckpt)
+    assert row_c["loss"] == pytest.approx(row_w["loss"], rel=1e-5, abs=1e-7)

@@ -68,6 +68,8 @@ class Trainer:
             self.generate = rollout_backend(cfg.rollout.backend, model_path, seed=cfg.seed, **cfg.rollout.vllm) \
                 if cfg.rollout.backend == "vllm" else rollout_backend("hf")
             self.reward_fn = build_reward(self.task, cfg.reward.weights, self._reward_options())
+        if cfg.train.gradient_checkpointing:
+            common.enable_activation_checkpointing(self.policy)
         self.policy.train()
         self.ref = None
         if self.uses_reference and cfg.algo.beta > 0:

@@ -325,6 +325,23 @@ class StopFlag:
             signal.signal(sig, previous)
 
 
+def enable_activation_checkpointing(model) -> None:
+    """Recompute activations in backward (transformers >= 5.x names it activation checkpointing;
+    earlier 5.x releases only have the gradient_checkpointing_* names)."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+def activation_checkpointing(model) -> bool:
+    """Whether `enable_activation_checkpointing` is on for `model`."""
+    if hasattr(type(model), "is_activation_checkpointing"):
+        return bool(model.is_activation_checkpointing)
+    return bool(model.is_gradient_checkpointing)
+
+
 def resolve_device(name: str) -> torch.device:
     """Config `model.device`: auto is cuda when a CUDA device is visible, else cpu."""
     if name == "auto":

@@ -57,9 +57,12 @@ class GRPOTrainer(Trainer):
     """GRPO and its variants: rollout -> reward -> advantage -> loss -> mu updates."""
 
     def setup(self, model_path) -> None:
-        # log-prob forwards: each group's shared prompt once (equal results up to float rounding)
+        # log-prob forwards: each group's shared prompt once (equal results up to float rounding); not
+        # with gradient checkpointing, under which transformers drops the KV cache this needs
+        t = self.cfg.train
+        self.shared_prefix = t.shared_prefix and not t.gradient_checkpointing
         self.logprobs = (functools.partial(common.token_logprobs_shared_prefix, group_size=self.cfg.algo.group_size)
-                         if self.cfg.train.shared_prefix else common.token_logprobs)
+                         if self.shared_prefix else common.token_logprobs)
 
     def policy_updates(self) -> int:
         return self.cfg.train.steps * self.cfg.algo.num_iterations
@@ -143,7 +146,7 @@ class GRPOTrainer(Trainer):
 
         # FLOPs besides generation (counted by rl_row): the once-per-batch forwards and the updates
         seq_tokens = int(batch.attention_mask.sum())  # prompt + completion tokens of the trained batch
-        if cfg.train.shared_prefix:  # each group's prompt went through the model once
+        if self.shared_prefix:  # each group's prompt went through the model once
             P = batch.prompt_len
             seq_tokens = int(batch.attention_mask[:, P:].sum()) + int(batch.attention_mask[::a.group_size, :P].sum())
         n_forward = (self.ref is not None) + (old_logp is not None)

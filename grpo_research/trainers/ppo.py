@@ -157,6 +157,8 @@ class PPOTrainer(Trainer):
             self.critic: torch.nn.Module = ValueHead(hidden, DTYPES[cfg.model.dtype])
         else:
             self.critic = load_value_model(model_path, cfg.model.dtype)
+        if cfg.train.gradient_checkpointing and not self.shared:
+            common.enable_activation_checkpointing(self.critic.trunk)
         self.critic.to(next(self.policy.parameters()).device).train()
         self.critic_opt = common.make_optimizer(self.critic.parameters(), c.lr, o.weight_decay, (o.beta1, o.beta2))
         self.critic_sched = common.make_scheduler(self.critic_opt, 0, cfg.train.steps * self._updates_per_step(),
