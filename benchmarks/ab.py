@@ -43,7 +43,7 @@ def apply_patches(patches: list[str], group_size: int) -> list[str]:
 
             extra += force_shared_prefix(name == "shared_prefix", group_size)
         elif name == "hf_generate":
-            import grpo_research.rollout as rollout
+            import grpo_research.rollout.hf as rollout
 
             rollout.lean_supported = lambda model: False
         elif name in ("compile", "eager_attn"):

@@ -124,7 +124,7 @@ def profile_steps(trainer, steps: int) -> dict:
 
     from grpo_research.trainers import common
 
-    import grpo_research.rollout as rollout_mod
+    import grpo_research.rollout.hf as rollout_mod
 
     clock = PhaseClock()
     clock.wrap(trainer.policy, "generate", "generate")  # the fallback path

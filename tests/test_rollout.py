@@ -102,7 +102,7 @@ def test_generate_is_seeded_and_the_fallback_path_agrees(model_and_tok, monkeypa
     a = generate(model, tok, problems, 4, max_new_tokens=12, seed=11)
     b = generate(model, tok, problems, 4, max_new_tokens=12, seed=11)
     assert torch.equal(a.input_ids, b.input_ids) and a.completions == b.completions
-    monkeypatch.setattr(rollout, "lean_supported", lambda model: False)  # model.generate instead
+    monkeypatch.setattr(rollout.hf, "lean_supported", lambda model: False)  # model.generate instead
     c = generate(model, tok, problems, 4, max_new_tokens=12, seed=11)
     assert torch.equal(a.input_ids, c.input_ids) and a.completions == c.completions and a.finished == c.finished
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from grpo_research.rollout import SampledRolloutBatch, assemble_batch, completion_mask_from, encode_prompts
+from grpo_research.rollout.batch import SampledRolloutBatch, assemble_batch, completion_mask_from, encode_prompts
 from grpo_research.tasks.base import Problem
 
 

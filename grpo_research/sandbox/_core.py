@@ -1,4 +1,8 @@
-"""Host side of :mod:`grpo_research.sandbox` (see the package docstring for the design)."""
+"""Host side of :mod:`grpo_research.sandbox` (see the package docstring for the design).
+
+Kept as one module (over 400 lines): launching, feeding, draining, killing and classifying one
+sandboxed run share private state and helpers (the tests patch `_bwrap_path`, `_probe_cache`,
+`secrets` and `tempfile` here); splitting it would turn those internals into public API."""
 
 from __future__ import annotations
 

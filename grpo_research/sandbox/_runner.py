@@ -3,7 +3,8 @@
 This file is NOT imported by the host.  The host compiles it once and passes the
 marshalled code object (hex) and the marshalled config as arguments to
 ``python -I -S -B -c "<exec it>"`` inside the sandbox, so it must only use the
-standard library and must not rely on anything of the package.
+standard library and must not rely on anything of the package.  It is therefore one
+module whatever its size (over 400 lines): the sandbox executes this single file.
 
 Process layout inside the sandbox::
 
