@@ -52,3 +52,38 @@ def replace_dir(tmp: str | os.PathLike, final: str | os.PathLike, old: str | os.
     os.replace(tmp, final)
     if old.exists():
         shutil.rmtree(old)
+
+
+def check_output(out: str | os.PathLike, inputs: list[str | os.PathLike] = (), flag: str = "--out") -> Path:
+    """Refuse, before any work, an output path that cannot be written or that is one of the
+    command's inputs (the same path, a symlink to it, or a hard link of it): `UsageError` naming
+    the flag. Returns the output as a Path; its parent directories are created."""
+    from grpo_research.errors import UsageError
+
+    text = os.fspath(out)
+    if text.endswith(os.sep):
+        raise UsageError(f"{flag} {text} names a directory; give a file name")
+    out = Path(text)
+    if out.is_dir():
+        raise UsageError(f"{flag} {out} is a directory; give a file name")
+    for inp in inputs:
+        if inp is None:
+            continue
+        inp = Path(inp)
+        same = os.path.realpath(inp) == os.path.realpath(out)
+        if not same and out.exists() and inp.exists():
+            same = os.path.samefile(inp, out)
+        if same:
+            raise UsageError(f"{flag} {out} is the input {inp}: it would be overwritten; write elsewhere")
+    parent = out.parent
+    for p in (parent, *parent.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise UsageError(f"{flag} {out}: {p} is a file, not a directory")
+            if not os.access(p, os.W_OK | os.X_OK):
+                raise UsageError(f"{flag} {out}: cannot write in {p} (permission denied)")
+            break
+    if out.exists() and not os.access(out, os.W_OK) and not os.access(parent, os.W_OK):
+        raise UsageError(f"{flag} {out} cannot be written (permission denied)")
+    parent.mkdir(parents=True, exist_ok=True)
+    return out

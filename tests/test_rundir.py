@@ -1,0 +1,38 @@
+"""Run dirs of an earlier version (fewer config keys) keep resuming; real differences are refused."""
+import pytest
+import yaml
+
+from grpo_research.config import load_config
+from grpo_research.errors import UsageError
+from grpo_research.rundir import check_run_dir, write_config
+
+
+def _old_run(tmp_path, cfg, drop):
+    run = tmp_path / "run"
+    write_config(run, cfg)
+    data = yaml.safe_load((run / "config.yaml").read_text())
+    section, key = drop.split(".")
+    del data[section][key]  # written before `drop` existed
+    (run / "config.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return run
+
+
+def test_keys_added_since_at_their_defaults_still_resume(tmp_path):
+    cfg = load_config(None, ["train.steps=7"])
+    run = _old_run(tmp_path, cfg, "train.micro_batch_size")
+    check_run_dir(run, cfg)  # no error
+    before = (run / "config.yaml").read_text()
+    write_config(run, cfg)
+    assert (run / "config.yaml").read_text() == before  # left as written
+
+
+def test_a_new_key_away_from_its_default_or_a_changed_value_is_refused(tmp_path):
+    cfg = load_config(None, ["train.steps=7"])
+    run = _old_run(tmp_path, cfg, "train.micro_batch_size")
+    with pytest.raises(UsageError, match=r"train.micro_batch_size: \(absent\) -> 8"):
+        check_run_dir(run, load_config(None, ["train.steps=7", "train.micro_batch_size=8"]))
+    with pytest.raises(UsageError, match=r"train.steps: 7 -> 9"):
+        check_run_dir(run, load_config(None, ["train.steps=9"]))
+    (run / "config.yaml").write_text("- not\n- a config\n")
+    with pytest.raises(UsageError, match="is not a config"):
+        check_run_dir(run, cfg)
