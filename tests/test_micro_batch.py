@@ -88,3 +88,28 @@ def test_gradient_checkpointing_gives_the_same_gradients(tiny_model_dir, tmp_pat
     assert activation_checkpointing(c.policy) and not activation_checkpointing(w.policy)
     _same_grads(whole, ckpt)
     assert row_c["loss"] == pytest.approx(row_w["loss"], rel=1e-5, abs=1e-7)
+
+
+def test_memory_estimate_hand_computed():
+    from grpo_research.trainers.cost import estimate_step_bytes
+
+    e = estimate_step_bytes(n_params=10, trained_models=1, frozen_models=1, param_bytes=4, hidden=2, intermediate=4,
+                            layers=3, vocab=5, rows=2, seq_len=3, checkpointing=False)
+    # state: 10 x (4 x 2 models + 1 trained x (4 grad + 8 moments)) = 200
+    # activations: 6 tokens x 3 layers x (10 x 2 + 3 x 4) x 4 bytes = 2304; logits 6 x 5 x 4 x 3 = 360
+    assert e == {"state": 200.0, "activations": 2664.0, "total": 2864.0}
+    c = estimate_step_bytes(n_params=10, trained_models=1, frozen_models=1, param_bytes=4, hidden=2, intermediate=4,
+                            layers=3, vocab=5, rows=2, seq_len=3, checkpointing=True)
+    assert c["activations"] == 6 * (3 * 2 * 4 + 32 * 4) + 360  # layer inputs kept, one layer recomputed
+
+
+def test_a_step_that_cannot_fit_is_refused_with_its_estimate(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    import grpo_research.trainers.base as base
+    from grpo_research.cli import main
+
+    monkeypatch.setattr(base, "memory_limit_bytes", lambda device: 2**20)  # a 1 MiB machine
+    run = tmp_path / "run"
+    assert main(["train", "--run-dir", str(run), f"model.name_or_path={tiny_model_dir}", *BASE]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a training step needs about" in err[0] and "train.micro_batch_size" in err[0]
+    assert not (run / "metrics.jsonl").exists()

@@ -39,7 +39,7 @@ from grpo_research.rollout import RolloutBatch, rollout_backend, select_and_conc
 from grpo_research.tasks import build_task
 from grpo_research.tracking import NullTracker, Tracker, read_metrics
 from grpo_research.trainers import common, distributed
-from grpo_research.trainers.cost import CostMeter, forward_flops
+from grpo_research.trainers.cost import CostMeter, estimate_step_bytes, forward_flops, memory_limit_bytes
 
 
 class Trainer:
@@ -102,6 +102,30 @@ class Trainer:
         if longest + self.cfg.rollout.max_new_tokens > ctx:
             raise ConfigError(f"rollout.max_new_tokens={self.cfg.rollout.max_new_tokens} plus the longest held-out "
                               f"prompt ({longest} tokens) exceeds the model's context of {ctx} tokens")
+        self._check_memory(longest + self.cfg.rollout.max_new_tokens)
+
+    def _check_memory(self, seq_len: int) -> None:
+        """Refuse a step whose estimated memory exceeds the machine's (`cost.estimate_step_bytes`)."""
+        c, t = self.policy.config, self.cfg.train
+        hidden = getattr(c, "hidden_size", None)
+        if hidden is None:
+            return
+        rows = self.cfg.rollout.prompts_per_step * self.cfg.algo.group_size
+        mb = min(t.micro_batch_size or rows, rows)
+        param_bytes = next(self.policy.parameters()).element_size()
+        est = estimate_step_bytes(
+            n_params=sum(p.numel() for p in self.policy.parameters()), trained_models=1 + (self.cfg.method == "ppo"),
+            frozen_models=int(self.uses_reference and self.cfg.algo.beta > 0), param_bytes=param_bytes,
+            hidden=hidden, intermediate=getattr(c, "intermediate_size", 4 * hidden),
+            layers=getattr(c, "num_hidden_layers", 1), vocab=getattr(c, "vocab_size", 1), rows=mb,
+            seq_len=seq_len, checkpointing=t.gradient_checkpointing)
+        limit = memory_limit_bytes(self.device)
+        if est["total"] > limit:
+            gb = 2**30
+            raise ConfigError(
+                f"a training step needs about {est['total'] / gb:.1f} GiB (model state {est['state'] / gb:.1f}, "
+                f"activations of {mb} completions x {seq_len} tokens {est['activations'] / gb:.1f}), more than the "
+                f"{limit / gb:.0f} GiB here; lower train.micro_batch_size or set train.gradient_checkpointing=true")
 
     # ------------------------------------------------------------ what a method provides
     def setup(self, model_path: str | Path) -> None:

@@ -106,3 +106,35 @@ def forward_flops(n_params: int, tokens: int) -> float:
 def train_flops(n_params: int, tokens: int) -> float:
     """6 N per trained token (forward + backward)."""
     return 6.0 * n_params * tokens
+
+
+def estimate_step_bytes(*, n_params: int, trained_models: int, frozen_models: int, param_bytes: int,
+                        hidden: int, intermediate: int, layers: int, vocab: int, rows: int, seq_len: int,
+                        checkpointing: bool) -> dict[str, float]:
+    """A rough upper estimate of a training step's memory, in bytes, before anything runs.
+
+    state: parameters of every model, plus gradients and AdamW's two moments of the trained ones
+    (float32 moments); activations of one micro-batch of `rows` sequences of `seq_len` tokens kept
+    for backward: per token and layer about 10 x hidden + 3 x intermediate values (attention
+    projections and scores' outputs, MLP), only the layer inputs under activation checkpointing
+    (plus one layer recomputed), and the float32 logits three times (logits, softmax, gradient).
+    Measured against the real thing only on the offline models; it is meant to catch a step that
+    cannot possibly fit, not to size one tightly."""
+    state = n_params * (param_bytes * (trained_models + frozen_models) + trained_models * (param_bytes + 8))
+    tokens = rows * seq_len
+    per_layer = (10 * hidden + 3 * intermediate) * param_bytes
+    if checkpointing:
+        act = tokens * (layers * hidden * param_bytes + per_layer)
+    else:
+        act = tokens * layers * per_layer
+    logits = tokens * vocab * 4 * 3
+    return {"state": float(state), "activations": float(act + logits), "total": float(state + act + logits)}
+
+
+def memory_limit_bytes(device) -> float:
+    """What the step may use: the GPU's memory on CUDA, the machine's physical memory on CPU."""
+    if getattr(device, "type", str(device)) == "cuda":
+        return float(torch.cuda.get_device_properties(device).total_memory)
+    import psutil
+
+    return float(psutil.virtual_memory().total)
