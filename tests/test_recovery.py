@@ -126,3 +126,27 @@ def test_sigint_checkpoints_exits_75_and_the_rerun_matches(tiny_model_dir, tmp_p
     a, b = torch.load(run / "checkpoint" / "state.pt", weights_only=False), torch.load(
         ref / "checkpoint" / "state.pt", weights_only=False)
     assert all(torch.equal(a["policy"][k], b["policy"][k]) for k in a["policy"])
+
+
+# ---------------------------------------------------------------- a full disk
+@pytest.fixture
+def small_disk(tmp_path):
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_full_disk_is_one_line_and_the_run_resumes_once_there_is_space(tiny_model_dir, tmp_path, small_disk,
+                                                                          capsys):
+    ref = _finished_run(tiny_model_dir, tmp_path, "ref")
+    run = small_disk / "run"
+    args = _args(tiny_model_dir, run, "train.steps=4", "train.checkpoint_every=2", "tracking.wandb=disabled")
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: no space left on the device of") and "Traceback" not in "\n".join(err)
+    subprocess.run(["mount", "-o", "remount,size=50m", str(small_disk)], check=True)
+    assert main(args) == 0
+    assert deterministic(read_metrics(run / "metrics.jsonl")) == deterministic(read_metrics(ref / "metrics.jsonl"))

@@ -18,6 +18,7 @@ global values under data parallelism).
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
 import random
@@ -30,7 +31,7 @@ import torch
 from tqdm import tqdm
 
 from grpo_research.config import RunConfig, data_parallel_problem
-from grpo_research.errors import ConfigError
+from grpo_research.errors import ConfigError, UsageError
 from grpo_research.files import write_text_atomic
 from grpo_research.locks import DirLock
 from grpo_research.models import load_causal_lm
@@ -40,6 +41,17 @@ from grpo_research.tasks import build_task
 from grpo_research.tracking import NullTracker, Tracker, read_metrics
 from grpo_research.trainers import common, distributed
 from grpo_research.trainers.cost import CostMeter, estimate_step_bytes, forward_flops, memory_limit_bytes
+
+
+class DiskFull(UsageError):
+    """The run dir's file system is full (one line, exit 2; the run resumes once there is space)."""
+
+
+def _disk_full(e: BaseException) -> bool:
+    """ENOSPC, also when torch's checkpoint writer reports it as a RuntimeError."""
+    if isinstance(e, OSError):
+        return e.errno == errno.ENOSPC
+    return "No space left on device" in str(e) or "file write failed" in str(e)
 
 
 class Trainer:
@@ -350,6 +362,11 @@ class Trainer:
             lock.acquire()
         try:
             return self._train()
+        except (OSError, RuntimeError) as e:
+            if not _disk_full(e):
+                raise
+            raise DiskFull(f"no space left on the device of {self.run_dir} (writing {getattr(e, 'filename', None) or 'the run dir'}); "
+                           "the last complete checkpoint is kept: free space and rerun the same command to resume") from None
         finally:
             lock.release()
 
