@@ -32,6 +32,15 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
+def fsync_path(path: str | os.PathLike) -> None:
+    """fsync a file (written and flushed through another handle, e.g. a log) or a directory (its entries)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def temp_dir_beside(path: str | os.PathLike) -> Path:
     """A fresh, empty directory beside `path` (same file system, so a rename can swap it in)."""
     path = Path(path)

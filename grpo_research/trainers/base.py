@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 from grpo_research.config import RunConfig, data_parallel_problem
 from grpo_research.errors import ConfigError, UsageError
-from grpo_research.files import write_text_atomic
+from grpo_research.files import fsync_path, write_text_atomic
 from grpo_research.locks import DirLock
 from grpo_research.models import load_causal_lm
 from grpo_research.rewards import RewardBatch, build_reward
@@ -334,7 +334,7 @@ class Trainer:
         """metrics.jsonl as the checkpoint covers it, fsynced first: its length, and its text so
         that a file cut or damaged later can be restored on resume (`common.restore_metrics`)."""
         path = self.run_dir / "metrics.jsonl"
-        common.sync_file(path)
+        fsync_path(path)
         text = path.read_bytes()
         return {"metrics_bytes": len(text), "metrics_text": text}
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from grpo_research.errors import ConfigError, UsageError
-from grpo_research.files import replace_dir, temp_dir_beside, write_bytes_atomic
+from grpo_research.files import fsync_path, replace_dir, temp_dir_beside, write_bytes_atomic
 from grpo_research.rollout import generate
 from grpo_research.tasks.base import Problem, Task
 
@@ -172,14 +172,6 @@ class CheckpointDamaged(UsageError):
     """No checkpoint of a run dir can be read (exit 2, with how to start over)."""
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def save_checkpoint(run_dir: Path, state: dict[str, Any]) -> None:
     """Write `checkpoint/` atomically: into a temp dir, fsync, then swap by rename. The previous
     checkpoint is kept as `checkpoint.prev` until this one is complete (`load_checkpoint` falls
@@ -202,7 +194,7 @@ def save_checkpoint(run_dir: Path, state: dict[str, Any]) -> None:
     for legacy in (run_dir / "checkpoint.old",):
         if legacy.exists():
             shutil.rmtree(legacy)
-    _fsync_dir(run_dir)
+    fsync_path(run_dir)
 
 
 def load_checkpoint(run_dir: Path, warn=None) -> dict[str, Any] | None:
@@ -232,15 +224,6 @@ def load_checkpoint(run_dir: Path, warn=None) -> dict[str, Any] | None:
             f"checkpoint {damaged[0]} is damaged and no earlier checkpoint of {run_dir} is usable; "
             f"to start the run over, delete {run_dir}/checkpoint* and {run_dir}/metrics.jsonl")
     return None
-
-
-def sync_file(path: Path) -> None:
-    """fsync a file that another handle (e.g. the metrics writer) has written and flushed."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def restore_metrics(path: Path, state: dict[str, Any] | None, warn=None) -> None:
