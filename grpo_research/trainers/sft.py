@@ -27,6 +27,7 @@ from grpo_research.config import RunConfig
 from grpo_research.files import replace_dir, temp_dir_beside
 from grpo_research.locks import DirLock, Locked
 from grpo_research.models import build_char_tokenizer, build_tiny_model
+from grpo_research.models.real import PACKAGED_MODELS, convert_gguf, gguf_file
 from grpo_research.tasks import build_task
 from grpo_research.tasks.base import Problem
 from grpo_research.trainers import common
@@ -144,15 +145,28 @@ def train_base_model(cfg: RunConfig, out_dir: str | Path, progress: bool = True)
 
 
 def ensure_base_model(cfg: RunConfig, progress: bool = True) -> Path:
-    """The policy's starting checkpoint: a hub name / local path as given, or the cached tiny
+    """The policy's starting checkpoint: a hub name / local path as given, a packaged real model
+    (grpo_research/models/real.py, converted from its GGUF once and cached), or the cached tiny
     base model (built now if it is not cached yet)."""
-    if cfg.model.name_or_path != "tiny":
-        return Path(cfg.model.name_or_path) if Path(cfg.model.name_or_path).exists() else cfg.model.name_or_path
+    name = cfg.model.name_or_path
+    if name in PACKAGED_MODELS:
+        path = cache_root(cfg) / name
+        if (path / "config.json").exists():
+            return path
+        source = gguf_file(name)  # names what to install when missing
+        return _build_once(path, "config.json", lambda: convert_gguf(source, path))
+    if name != "tiny":
+        return Path(name) if Path(name).exists() else name
     path = cache_root(cfg) / f"tiny-{cfg.task.name}-{base_model_key(cfg)}"
-    if (path / "base_info.json").exists():
+    return _build_once(path, "base_info.json", lambda: train_base_model(cfg, path, progress=progress))
+
+
+def _build_once(path: Path, marker: str, build) -> Path:
+    """`path`, built by `build()` unless `path/marker` exists; one builder at a time, the others
+    wait for it and then load what it built."""
+    if (path / marker).exists():
         return path
-    # one builder at a time; the others wait for it and then load what it built
-    lock = DirLock(path.with_name(path.name + ".lock"), f"the base model build {path}")
+    lock = DirLock(path.with_name(path.name + ".lock"), f"the model build {path}")
     try:
         lock.acquire()
     except Locked as e:
@@ -160,8 +174,8 @@ def ensure_base_model(cfg: RunConfig, progress: bool = True) -> Path:
         lock.wait_s = BASE_BUILD_WAIT_S
         lock.acquire()
     try:
-        if not (path / "base_info.json").exists():
-            train_base_model(cfg, path, progress=progress)
+        if not (path / marker).exists():
+            build()
     finally:
         lock.release()
     return path
