@@ -19,7 +19,7 @@ from grpo_research.config import RunConfig, key_table, load_config
 from grpo_research.errors import USAGE_ERROR, ConfigError, UsageError
 
 
-def _quiet_libraries() -> None:
+def quiet_libraries() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import transformers
 
@@ -61,7 +61,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if cfg.train.launcher == "torchrun" and not launcher.under_torchrun():
         argv = ["--run-dir", args.run_dir, *(["--config", args.config] if args.config else []), *args.overrides]
         return launcher.launch(argv, cfg.train.nproc_per_node, cfg.train.threads)
-    _quiet_libraries()
+    quiet_libraries()
     from grpo_research.config import data_parallel_problem
     from grpo_research.trainers import build_trainer, distributed
     from grpo_research.trainers.common import EXIT_PREEMPTED, Preempted, resolve_device
@@ -104,7 +104,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"output dir {out} exists and is not empty")
-    _quiet_libraries()
+    quiet_libraries()
     from grpo_research.trainers.sft import train_base_model
 
     info = train_base_model(cfg, out, progress=cfg.tracking.progress)

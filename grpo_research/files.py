@@ -66,7 +66,8 @@ def replace_dir(tmp: str | os.PathLike, final: str | os.PathLike, old: str | os.
 def check_output(out: str | os.PathLike, inputs: list[str | os.PathLike] = (), flag: str = "--out") -> Path:
     """Refuse, before any work, an output path that cannot be written or that is one of the
     command's inputs (the same path, a symlink to it, or a hard link of it): `UsageError` naming
-    the flag. Returns the output as a Path; its parent directories are created."""
+    the flag. Returns the output as a Path; nothing is created (a missing parent is created when
+    the output is written)."""
     from grpo_research.errors import UsageError
 
     text = os.fspath(out)
@@ -94,5 +95,4 @@ def check_output(out: str | os.PathLike, inputs: list[str | os.PathLike] = (), f
             break
     if out.exists() and not os.access(out, os.W_OK) and not os.access(parent, os.W_OK):
         raise UsageError(f"{flag} {out} cannot be written (permission denied)")
-    parent.mkdir(parents=True, exist_ok=True)
     return out

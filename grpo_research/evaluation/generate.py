@@ -29,7 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grpo_research.evaluation.score import UsageError, _write_atomic, samples_path
+from grpo_research.errors import UsageError
+from grpo_research.evaluation.score import samples_path
+from grpo_research.files import write_text_atomic
 
 
 class _Parser(argparse.ArgumentParser):
@@ -151,11 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     stem = out.name[: -len(".json")] if out.name.endswith(".json") else out.name
-    _write_atomic(out.with_name(stem + ".predictions.jsonl"),
+    write_text_atomic(out.with_name(stem + ".predictions.jsonl"),
                   "".join(json.dumps(p) + "\n" for p in result["predictions"]))
-    _write_atomic(samples_path(out), "".join(json.dumps(r) + "\n" for r in result["rows"]))
+    write_text_atomic(samples_path(out), "".join(json.dumps(r) + "\n" for r in result["rows"]))
     s = result["summary"]
-    _write_atomic(out, json.dumps(s, indent=2) + "\n")
+    write_text_atomic(out, json.dumps(s, indent=2) + "\n")
     p1 = s["pass@k"].get("1")
     value = f"{p1['value']:.4f} [{p1['ci95'][0]:.4f}, {p1['ci95'][1]:.4f}]" if p1 else "n/a"
     print(f"{s['benchmark']}: pass@1 = {value} over {s['n_tasks']} tasks, {s['n_samples']} samples, "

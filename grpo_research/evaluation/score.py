@@ -30,20 +30,20 @@ import argparse
 import gzip
 import inspect
 import json
-import os
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from grpo_research.errors import UsageError
 from grpo_research.evaluation.metrics import CI_METHOD, aggregate_pass_at_k
+from grpo_research.files import check_output, write_text_atomic
 from grpo_research.tasks.base import TASKS, Problem, Task, get_task
 
 
-class UsageError(Exception):
-    """Bad input to the score command: reported as one `error: ...` line, exit code 2."""
+
+MAX_TIMEOUT_S = 3600.0  # seconds per program: beyond this a limit is a typo (and overflows rlimits)
 
 
 def _register_tasks() -> None:
@@ -161,7 +161,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--benchmark", required=True, help="task name: gsm8k, math500, humaneval, mbpp, mbpp_sanitized, ...")
     p.add_argument("--predictions", required=True, type=Path, help="JSONL rows {task_id, completion}")
     p.add_argument("--data", help="benchmark data: local file or folder, or a Hugging Face dataset name")
-    p.add_argument("--out", required=True, type=Path, help="summary JSON; OUT.samples.jsonl is written beside it")
+    p.add_argument("--out", required=True, help="summary JSON; OUT.samples.jsonl is written beside it")
     p.add_argument("--workers", type=int, help="parallel sandbox processes (default: one per core)")
     p.add_argument("--timeout", type=float, help="seconds per program (code benchmarks)")
     return p
@@ -201,22 +201,6 @@ def samples_path(out: Path) -> Path:
     return out.with_name(stem + ".samples.jsonl")
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _make_task(args: argparse.Namespace) -> Task:
     _register_tasks()
     if args.benchmark not in TASKS:
@@ -233,8 +217,8 @@ def _make_task(args: argparse.Namespace) -> Task:
         if "workers" in accepted:
             kwargs["workers"] = args.workers
     if args.timeout is not None:
-        if not args.timeout > 0:
-            raise UsageError("--timeout must be positive")
+        if not 0 < args.timeout <= MAX_TIMEOUT_S:
+            raise UsageError(f"--timeout {args.timeout:g} must be a number of seconds in (0, {MAX_TIMEOUT_S:g}]")
         if "timeout_s" in accepted:
             kwargs["timeout_s"] = args.timeout
     from grpo_research.tasks.benchmarks import DataError
@@ -249,9 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run `score`; argv excludes the word "score". Returns the exit code."""
     try:
         args = _parser().parse_args(argv)
-        out, samples = args.out, samples_path(args.out)
-        if args.predictions.resolve() in (out.resolve(), samples.resolve()):
-            raise UsageError("--out would overwrite the predictions file")
+        # outputs checked before any grading: writable, and never one of the inputs
+        inputs = [args.predictions] + ([Path(args.data)] if args.data and Path(args.data).exists() else [])
+        data_files = [p for d in inputs[1:] if d.is_dir() for p in d.rglob("*") if p.is_file()]
+        out = check_output(args.out, inputs + data_files, "--out")
+        samples = samples_path(out)
+        check_output(samples, inputs + data_files, "--out (its .samples.jsonl)")
         predictions, labels = read_predictions(args.predictions)
         task = _make_task(args)
         summary, rows = score_predictions(task, predictions, labels)
@@ -259,8 +246,12 @@ def main(argv: list[str] | None = None) -> int:
         print("error: " + " ".join(str(e).split()), file=sys.stderr)
         return 2
     out.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(samples, "".join(json.dumps(r) + "\n" for r in rows))
-    _write_atomic(out, json.dumps(summary, indent=2) + "\n")
+    write_text_atomic(samples, "".join(json.dumps(r) + "\n" for r in rows))
+    write_text_atomic(out, json.dumps(summary, indent=2) + "\n")
+    if summary["sandbox_errors"] and summary["n_samples"] == 0:
+        print(f"error: all {summary['sandbox_errors']} graded predictions hit sandbox errors (an infrastructure failure, not "
+              f"wrong answers): nothing was scored; see {samples}", file=sys.stderr)
+        return 1
     if summary["sandbox_errors"]:
         print(f"warning: {summary['sandbox_errors']} predictions hit sandbox errors twice; not scored", file=sys.stderr)
     p1 = summary["pass@k"].get("1")

@@ -62,7 +62,8 @@ def _spec(args: argparse.Namespace):
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from grpo_research.hpo.search import _write_atomic, finished, run_search
+    from grpo_research.files import write_text_atomic
+    from grpo_research.hpo.search import finished, run_search
 
     spec = _spec(args)
     from grpo_research.config import load_config
@@ -71,7 +72,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     load_config(None, [override("method", spec.method), *spec.overrides])  # fail fast on a bad key
     study = run_search(spec)
     spec.out_dir.mkdir(parents=True, exist_ok=True)
-    _write_atomic(spec.out_dir / "trials.csv", study.trials_dataframe().to_csv(index=False))
+    write_text_atomic(spec.out_dir / "trials.csv", study.trials_dataframe().to_csv(index=False))
     n = len(finished(study))
     best = study.best_trial if n else None
     print(f"{spec.name}: {n} finished trials" + (f", best #{best.number} = {best.value:.4f} {best.params}" if best else ""))

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from grpo_research.config import load_config
+from grpo_research.files import write_text_atomic
 from grpo_research.studies import format_value, override, steps_for_budget
 
 METRIC = "eval/accuracy"
@@ -323,19 +324,13 @@ def export_study(spec: SearchSpec, log=None) -> dict[str, Path]:
     out = Path(spec.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"trials": out / "trials.csv", "best": out / "best.yaml"}
-    _write_atomic(paths["trials"], study.trials_dataframe().to_csv(index=False))
+    write_text_atomic(paths["trials"], study.trials_dataframe().to_csv(index=False))
     best = study.best_trial
     header = (f"# Best trial {best.number} of Optuna study {spec.name!r}: {METRIC} = {best.value:.4f} after "
               f"{best.user_attrs.get('samples', spec.budget_samples)} generated samples (seed {spec.train_seed}).\n"
               f"# {len(finished(study))} finished trials. Use: grpo-research train --config best.yaml --run-dir DIR\n")
-    _write_atomic(paths["best"], header + yaml.safe_dump(best_config(study, spec.method), sort_keys=False))
+    write_text_atomic(paths["best"], header + yaml.safe_dump(best_config(study, spec.method), sort_keys=False))
     from grpo_research.hpo.plots import save_study_plots
 
     paths.update(save_study_plots(study, out / "plots", title=spec.name))
     return paths
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)

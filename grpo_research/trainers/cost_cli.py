@@ -91,10 +91,10 @@ def _worker(config_path: str, model_path: str, run_dir: str, out_path: str) -> i
     """Run in a fresh process: build the method's trainer and take `train.steps` steps."""
     import yaml
 
-    from grpo_research.cli import _quiet_libraries
+    from grpo_research.cli import quiet_libraries
     from grpo_research.trainers import build_trainer
 
-    _quiet_libraries()
+    quiet_libraries()
     cfg = config_from_dict(yaml.safe_load(Path(config_path).read_text()))
     trainer = build_trainer(cfg, run_dir, model_path)
     rows = [trainer.train_step() for _ in range(cfg.train.steps)]
@@ -133,10 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, _UsageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return USAGE_ERROR
-    from grpo_research.cli import _quiet_libraries
+    from grpo_research.cli import quiet_libraries
     from grpo_research.trainers.sft import ensure_base_model
 
-    _quiet_libraries()
+    quiet_libraries()
     model_path = ensure_base_model(cfgs["grpo"], progress=False)
     results = {}
     env = {**os.environ, "WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false"}
