@@ -8,15 +8,19 @@
 #   snakemake --cores all report --config studies='[beta, temperature]'   # reports + index
 #   snakemake --profile configs/profiles/slurm ablations                  # on a SLURM cluster
 #
-# Rules by stage live in workflow/rules/*.smk; the config (configs/defaults.yaml) is validated
-# against workflow/schemas/config.schema.yaml before anything runs.
+# Rules by stage live in workflow/rules/*.smk; what they compute lives in grpo_research/pipeline.py,
+# and every job runs `python -m grpo_research.cli ...` (`grpo-research ...`). The config
+# (configs/defaults.yaml) is validated against workflow/schemas/config.schema.yaml before anything runs.
+# results/index.html (rule render_index, listing every report on disk) is rebuilt by the
+# `ablations` and `report` targets: after `study_<name>` or `hpo`, run
+# `snakemake report --config studies='[<name>, ...]'` to list their reports in it.
 import sys
 from pathlib import Path
 
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
-sys.path.insert(0, str(Path(workflow.basedir).resolve()))  # grpo_research and analysis from this checkout
+sys.path.insert(0, str(Path(workflow.basedir).resolve()))  # grpo_research (grpo_research.pipeline) from this checkout
 
 
 configfile: str(Path(workflow.basedir) / "configs" / "defaults.yaml")
@@ -81,10 +85,3 @@ for _name in STUDY_FILES:
         input:
             report_path(_name),
 
-
-onsuccess:
-    # keep results/index.html listing every report on disk (also after `study_<name>` or `hpo`)
-    if Path(RESULTS).is_dir() and any(Path(RESULTS).glob("*/report.html")):
-        from analysis.report import render_index
-
-        render_index(RESULTS)

@@ -27,7 +27,7 @@ def run(n_workers: int, trials: int, budget: int, model: Path, url: str, root: P
 
     name = f"bench-{n_workers}w-{uuid.uuid4().hex[:6]}"
     out = root / name
-    cmd = [sys.executable, "-m", "grpo_research.hpo", "search", "--name", name, "--method", "grpo",
+    cmd = [sys.executable, "-m", "grpo_research.cli", "hpo", "search", "--name", name, "--method", "grpo",
            "--out", str(out), "--runs", str(out / "trials"), "--storage", url, "--n-trials", str(trials),
            "--budget-samples", str(budget), "--eval-every-samples", str(budget // 2), "--pruner", "{type: none}",
            "--space", "{optim.lr: {type: float, low: 0.00001, high: 0.0003, log: true}, "

@@ -28,11 +28,11 @@ The variant of a run is its id without `-seed<N>`; analysis groups seeds by vari
 Every run's config is resolved and validated here (`load_config`), so a misspelled config key
 or an out-of-range value in a study stops the pipeline while it plans, before any job runs.
 
-`python -m grpo_research.studies list experiments/ppo_vs_grpo.yaml` prints the runs;
-`python -m grpo_research.studies train --budget-samples N --run-dir DIR [--config F] [k=v ...]`
-trains one run at a given budget of samples (used for Optuna's best-config reruns, whose
-group size is only known once the search has finished);
-`python -m grpo_research.studies train-wall --match DIR [--match DIR ...] --probe DIR --run-dir D [k=v ...]`
+The command line (grpo_research/cli/study.py): `grpo-research study list
+experiments/ppo_vs_grpo.yaml` prints the runs; `grpo-research study train-budget --budget-samples N
+--run-dir DIR [--config F] [k=v ...]` trains one run at a given budget of samples (used for
+Optuna's best-config reruns, whose group size is only known once the search has finished);
+`grpo-research study train-wall --match DIR [--match DIR ...] --probe DIR --run-dir D [k=v ...]`
 trains the equal-wall-time control: steps = (the longest summed `step_s` of the --match runs) /
 (the median `step_s` of the --probe run), evaluated `--evals` times; it first writes
 `wall_budget.json` (target seconds, matched runs, steps) into the run dir, which marks the run
@@ -40,18 +40,17 @@ as the equal-wall-time control for the analysis.
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import math
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from grpo_research.config import ConfigError, load_config, load_yaml
+from grpo_research.config import load_config, load_yaml
+from grpo_research.errors import ConfigError
 
 # short names of swept keys in run ids; any other key uses its last component
 SHORT_NAMES = {
@@ -346,51 +345,42 @@ def steps_for_budget(budget_samples: int, prompts_per_step: int, group_size: int
     return max(1, math.floor(budget_samples / per_step))
 
 
-# ---------------------------------------------------------------- command line
-def _train_at_budget(args: argparse.Namespace) -> int:
-    """Resolve the config, set train.steps (and eval_every) from the budget, train."""
-    from grpo_research.cli import main as cli_main
-
-    overrides = list(args.overrides)
-    try:
-        cfg = load_config(args.config, overrides)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+# ---------------------------------------------------------------- training a run of a study
+def budget_overrides(cfg, budget_samples: int, eval_every_samples: int | None = None) -> list[str]:
+    """`train.steps` (and `train.eval_every`) overrides that make the run of the resolved config
+    `cfg` generate `budget_samples` completions (and evaluate every `eval_every_samples`)."""
     per_step = cfg.rollout.prompts_per_step * cfg.algo.group_size
-    extra = [override("train.steps", steps_for_budget(args.budget_samples, cfg.rollout.prompts_per_step,
+    extra = [override("train.steps", steps_for_budget(budget_samples, cfg.rollout.prompts_per_step,
                                                       cfg.algo.group_size))]
-    if args.eval_every_samples:
-        extra.append(override("train.eval_every", max(1, args.eval_every_samples // per_step)))
-    run_dir = Path(args.run_dir)
+    if eval_every_samples:
+        extra.append(override("train.eval_every", max(1, eval_every_samples // per_step)))
+    return extra
+
+
+def set_aside_stale_run(run_dir: str | Path, config_text: str) -> Path | None:
+    """A run dir whose config.yaml is not `config_text` (e.g. a longer search found another best
+    config) is renamed to `<dir>.stale-N`, so the run trains afresh; returns the new name, or
+    None when there was nothing to set aside."""
+    run_dir = Path(run_dir)
     saved = run_dir / "config.yaml"
-    if args.replace_stale and saved.exists():
-        final = load_config(args.config, [*overrides, *extra])
-        if saved.read_text() != final.dump():  # e.g. a longer search found another best config
-            n = 1
-            while run_dir.with_name(f"{run_dir.name}.stale-{n}").exists():
-                n += 1
-            run_dir.rename(run_dir.with_name(f"{run_dir.name}.stale-{n}"))
-            print(f"{run_dir} held another config: moved to {run_dir.name}.stale-{n}, training afresh",
-                  file=sys.stderr)
-    argv = ["train", "--run-dir", args.run_dir, *(["--config", args.config] if args.config else []),
-            *overrides, *extra]
-    return cli_main(argv)
+    if not saved.exists() or saved.read_text() == config_text:
+        return None
+    n = 1
+    while run_dir.with_name(f"{run_dir.name}.stale-{n}").exists():
+        n += 1
+    stale = run_dir.with_name(f"{run_dir.name}.stale-{n}")
+    run_dir.rename(stale)
+    return stale
 
 
 def train_seconds(run_dir: str | Path) -> list[float]:
     """`step_s` of every training step of a run (its metrics.jsonl), in order."""
-    import json
+    from grpo_research.tracking import read_metrics
 
-    out = []
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         raise StudyError(f"{path}: missing (the run has not trained)")
-    for line in path.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            if row.get("step_s") is not None:
-                out.append(float(row["step_s"]))
+    out = [float(row["step_s"]) for row in read_metrics(path) if row.get("step_s") is not None]
     if not out:
         raise StudyError(f"{path}: no training step with step_s")
     return out
@@ -411,65 +401,19 @@ def wall_budget(match: list[str | Path], probe: str | Path, evals: int) -> dict[
             "eval_every": max(1, steps // max(1, evals))}
 
 
-def _train_wall(args: argparse.Namespace) -> int:
+def prepare_wall_run(run_dir: str | Path, match: list[str | Path], probe: str | Path, evals: int) -> dict[str, Any]:
+    """The budget of an equal-wall-time control (`wall_budget`), written into a new run dir as
+    wall_budget.json first: it marks the run as the equal-wall-time control. An existing file is
+    kept: a changed budget changes train.steps, so `train` refuses the run dir (exit 2) and the
+    old wall_budget.json stays beside the old config."""
     import json
 
-    from grpo_research.cli import main as cli_main
-    from grpo_research.trainers.common import write_text_atomic
+    from grpo_research.files import write_text_atomic
 
-    budget = wall_budget(args.match, args.probe, args.evals)
-    run_dir = Path(args.run_dir)
-    text = json.dumps(budget, indent=2) + "\n"
+    budget = wall_budget(match, probe, evals)
+    run_dir = Path(run_dir)
     saved = run_dir / WALL_BUDGET_FILE
-    if not saved.exists():  # written first: it marks the run as the equal-wall-time control
+    if not saved.exists():
         run_dir.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(saved, text)
-    # a changed budget changes train.steps, so `train` refuses the run dir (exit 2) and the old
-    # wall_budget.json stays beside the old config
-    return cli_main(["train", "--run-dir", args.run_dir, *args.overrides,
-                     override("train.steps", budget["steps"]), override("train.eval_every", budget["eval_every"])])
-
-
-def _list(args: argparse.Namespace) -> int:
-    raw = load_study_file(args.study, args.schema)
-    study = expand_study(raw, Path(args.study).stem, path=args.study, model_path=args.model_path)
-    for r in study.runs:
-        wall = f"\twall-time match of {','.join(r.wall_match)}" if r.wall_match else ""
-        print(f"{r.run_id}\tsteps={r.steps}{wall}\t{' '.join(r.overrides)}")
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m grpo_research.studies", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="train one run at a budget of generated samples")
-    t.add_argument("--budget-samples", type=int, required=True)
-    t.add_argument("--eval-every-samples", type=int)
-    t.add_argument("--run-dir", required=True)
-    t.add_argument("--config")
-    t.add_argument("--replace-stale", action="store_true",
-                   help="a run dir holding another config is moved aside (<dir>.stale-N) instead of refused")
-    t.add_argument("overrides", nargs="*", metavar="key=value")
-    t.set_defaults(func=_train_at_budget)
-    w = sub.add_parser("train-wall", help="train the equal-wall-time supervised control")
-    w.add_argument("--match", action="append", required=True, help="an RL run dir whose training time to match")
-    w.add_argument("--probe", required=True, help="the equal-samples control run dir (its seconds per step)")
-    w.add_argument("--evals", type=int, default=6, help="held-out evaluations over the run (besides step 0)")
-    w.add_argument("--run-dir", required=True)
-    w.add_argument("overrides", nargs="*", metavar="key=value")
-    w.set_defaults(func=_train_wall)
-    s = sub.add_parser("list", help="print the runs of a study file")
-    s.add_argument("study")
-    s.add_argument("--schema")
-    s.add_argument("--model-path")
-    s.set_defaults(func=_list)
-    args = p.parse_args(argv)
-    try:
-        return args.func(args)
-    except StudyError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        write_text_atomic(saved, json.dumps(budget, indent=2) + "\n")
+    return budget

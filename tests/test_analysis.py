@@ -1,7 +1,8 @@
-"""Aggregation maths and the report (analysis/): the bootstrap interval against a direct
+"""Aggregation maths and the report (grpo_research/analysis/, `grpo-research report`): the bootstrap interval against a direct
 computation, curves and tables from synthetic run dirs, a self-contained report.html."""
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,21 +11,20 @@ import pandas as pd
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the top-level `analysis` package of this checkout
+from grpo_research.analysis.aggregate import (TRAINER_HELDOUT, curve_table, final_table, gains_sentences,
+                                              gains_table, natural_key, overlaps, verdict, wall_curve_table)
+from grpo_research.analysis.load import load_study_runs
+from grpo_research.analysis.stats import bootstrap_columns, bootstrap_mean_ci, intervals_overlap
+from grpo_research.cli.report import main as analysis_main
 
-from analysis.aggregate import (TRAINER_HELDOUT, curve_table, final_table, gains_sentences, gains_table,  # noqa: E402
-                                natural_key, overlaps, verdict, wall_curve_table)
-from analysis.cli import main as analysis_main  # noqa: E402
-from analysis.load import load_study_runs  # noqa: E402
-from analysis.stats import bootstrap_columns, bootstrap_mean_ci, intervals_overlap  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _direct_bootstrap(values, n_boot, seed, level=0.95):
     """The textbook loop: resample seeds with replacement, take the mean, read percentiles."""
     rng = np.random.default_rng(seed)
     x = np.asarray(values, dtype=float)
-    idx = rng.integers(0, len(x), size=(n_boot, len(x)))  # same draws as analysis.stats
+    idx = rng.integers(0, len(x), size=(n_boot, len(x)))  # same draws as grpo_research.analysis.stats
     means = [x[row].mean() for row in idx]
     return x.mean(), np.percentile(means, 2.5), np.percentile(means, 97.5)
 
@@ -225,3 +225,20 @@ def test_wall_curves_and_the_report_panel(control_study, tmp_path):
     assert gains_sentences(gains)[0].endswith("and none at equal wall time (no control run there).")
     cost = pd.read_csv(out / "cost.csv").set_index("variant")
     assert cost.loc["sft_control-wall", "training time (s)"] == pytest.approx(10.0)  # control rows are read too
+
+
+def test_report_usage_errors_are_one_line_exit_2(tmp_path, capsys):
+    assert analysis_main(["study", "--runs", str(tmp_path / "none"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: no finished run (with summary.json) under {tmp_path / 'none'}"]
+    assert analysis_main(["render", "--out", str(tmp_path), "--extra", "no-equals-sign"]) == 2
+    assert capsys.readouterr().err.strip() == "error: expected NAME=PATH, got 'no-equals-sign'"
+
+
+def test_report_study_script_of_analysis_dir(study_dir, tmp_path):
+    """analysis/report_study.py, the researcher's script, builds the same report from the library."""
+    out = tmp_path / "toy"
+    proc = subprocess.run([sys.executable, str(ROOT / "analysis" / "report_study.py"), str(study_dir), str(out),
+                           "--n-boot", "200"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "report.html").exists() and (out / "final.csv").exists() and list((out / "figures").glob("*.png"))

@@ -154,7 +154,7 @@ def test_two_workers_share_one_postgres_study(tmp_path):
 
 
 def _pg_search_cmd(name, tmp_path, model_dir, n_trials):
-    return [sys.executable, "-m", "grpo_research.hpo", "search", "--name", name, "--method", "grpo",
+    return [sys.executable, "-m", "grpo_research.cli", "hpo", "search", "--name", name, "--method", "grpo",
             "--out", str(tmp_path / "out"), "--runs", str(tmp_path / "trials"),
             "--storage", os.environ["GRPO_RESEARCH_PG_URL"], "--n-trials", str(n_trials),
             "--budget-samples", "48", "--eval-every-samples", "16", "--pruner", "{type: none}",

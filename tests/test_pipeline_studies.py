@@ -129,16 +129,16 @@ def test_every_shipped_study_expands():
 
 
 def test_train_at_budget_sets_steps_and_replaces_a_stale_run(tiny_model_dir, tmp_path):
-    from grpo_research.studies import main
+    from grpo_research.cli.study import main
 
     run = tmp_path / "grpo-best-seed1"
     common = [f"model.name_or_path={tiny_model_dir}", "rollout.prompts_per_step=1", "train.eval_size=4",
               "rollout.max_new_tokens=6", "tracking.wandb=disabled", "tracking.progress=false", "train.threads=1"]
-    assert main(["train", "--budget-samples", "8", "--run-dir", str(run), "algo.group_size=4", *common]) == 0
+    assert main(["train-budget", "--budget-samples", "8", "--run-dir", str(run), "algo.group_size=4", *common]) == 0
     assert yaml.safe_load((run / "config.yaml").read_text())["train"]["steps"] == 2  # 8 / (1 x 4)
     # a different config (e.g. a new best of a longer search): refused, unless moved aside
-    assert main(["train", "--budget-samples", "8", "--run-dir", str(run), "algo.group_size=2", *common]) == 2
-    assert main(["train", "--budget-samples", "8", "--run-dir", str(run), "--replace-stale", "algo.group_size=2",
+    assert main(["train-budget", "--budget-samples", "8", "--run-dir", str(run), "algo.group_size=2", *common]) == 2
+    assert main(["train-budget", "--budget-samples", "8", "--run-dir", str(run), "--replace-stale", "algo.group_size=2",
                  *common]) == 0
     assert yaml.safe_load((run / "config.yaml").read_text())["train"]["steps"] == 4
     assert yaml.safe_load((tmp_path / "grpo-best-seed1.stale-1" / "config.yaml").read_text())["algo"]["group_size"] == 4

@@ -250,7 +250,7 @@ def test_ppo_kill_and_resume_matches_uninterrupted_run(tiny_model_dir, tmp_path)
 
 # ---------------------------------------------------------------- grpo-research cost
 def test_cost_json_grpo_holds_at_most_0_6_of_ppo_model_state(tiny_model_dir, capsys):
-    from grpo_research.trainers.cost_cli import main as cost_main
+    from grpo_research.cli.cost import main as cost_main
 
     rc = cost_main(["--json", "--steps", "2", f"model.name_or_path={tiny_model_dir}", "train.threads=1",
                     "rollout.prompts_per_step=2", "algo.group_size=4", "rollout.max_new_tokens=8",
@@ -274,7 +274,7 @@ def test_cost_json_grpo_holds_at_most_0_6_of_ppo_model_state(tiny_model_dir, cap
     (["ppo.lam=2"], "'ppo.lam' = 2.0 must be in [0, 1]"),
 ])
 def test_cost_bad_input_is_one_line_and_exit_2(argv, needle, capsys):
-    from grpo_research.trainers.cost_cli import main as cost_main
+    from grpo_research.cli.cost import main as cost_main
 
     assert cost_main(argv) == 2
     err = capsys.readouterr().err

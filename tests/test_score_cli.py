@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from grpo_research.evaluation import aggregate_pass_at_k, mean_ci95, pass_at_k
+from grpo_research.cli.score import main as score_main
 from grpo_research.evaluation import score as S
 from grpo_research.tasks.base import Grade, Problem
 
@@ -89,7 +90,7 @@ def write_preds(path: Path, rows) -> Path:
 
 
 def run_main(args: list[str], capsys) -> tuple[int, str, str]:
-    rc = S.main([str(a) for a in args])
+    rc = score_main([str(a) for a in args])
     out, err = capsys.readouterr()
     return rc, out, err
 
@@ -238,7 +239,7 @@ def test_out_must_not_overwrite_the_predictions(tmp_path, gsm, capsys):
 
 
 def test_python_dash_m_on_humaneval(tmp_path):
-    """`python -m grpo_research.evaluation.score`: the canonical solutions score 1.0 (all 164 when
+    """`python -m grpo_research.cli score`: the canonical solutions score 1.0 (all 164 when
     the real file is present, else a two-problem fixture)."""
     if REAL is not None:
         data = REAL / "humaneval" / "HumanEval.jsonl.gz"
@@ -252,7 +253,7 @@ def test_python_dash_m_on_humaneval(tmp_path):
     preds = write_preds(tmp_path / "preds.jsonl",
                         [{"task_id": r["task_id"], "completion": r["canonical_solution"]} for r in records])
     out = tmp_path / "he.json"
-    proc = subprocess.run([sys.executable, "-m", "grpo_research.evaluation.score", "--benchmark", "humaneval",
+    proc = subprocess.run([sys.executable, "-m", "grpo_research.cli", "score", "--benchmark", "humaneval",
                            "--predictions", str(preds), "--data", str(data), "--out", str(out), "--timeout", "20",
                            "--workers", "4"],
                           capture_output=True, text=True, cwd=REPO, timeout=600)

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from grpo_research.evaluation.score import main as score_main
+from grpo_research.cli.score import main as score_main
 
 GSM = [{"question": "What is 1 + 1?", "answer": "1 + 1 = 2\n#### 2"}, {"question": "2 + 3?", "answer": "#### 5"}]
 

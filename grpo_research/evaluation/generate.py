@@ -15,6 +15,8 @@ held-out split (all when absent). Predictions are graded by
 `grpo_research.evaluation.score.score_predictions`, exactly as `grpo-research score` grades
 external predictions, so pass@k and its interval are computed the same way.
 
+(the command line: grpo_research/cli/eval.py; this module is the library it calls).
+
 Outputs, written atomically: OUT.json (the score summary plus `checkpoint`, `decoding`,
 `n_problems`, `generate_s`), OUT.samples.jsonl (one graded row per prediction) and
 OUT.predictions.jsonl (task_id, completion, finished). Usage errors print one `error: ...`
@@ -23,37 +25,11 @@ line and exit with status 2.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from grpo_research.errors import UsageError
-from grpo_research.evaluation.score import samples_path
-from grpo_research.files import write_text_atomic
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        raise UsageError(message)
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="grpo-research eval", description="Generate on a benchmark from a checkpoint and score it.")
-    p.add_argument("--checkpoint", required=True, type=Path, help="HF checkpoint dir or a run dir (uses its model/)")
-    p.add_argument("--benchmark", required=True, help="task name: arith, code, gsm8k, math500, humaneval, mbpp, ...")
-    p.add_argument("--out", required=True, type=Path, help="summary JSON (samples and predictions are written beside it)")
-    p.add_argument("--data", help="benchmark data: local file or folder, or a Hugging Face dataset name")
-    p.add_argument("--config", type=Path, help="the run's config.yaml (default: found beside the checkpoint)")
-    p.add_argument("--n", type=int, help="evaluate the first N held-out problems (default: all)")
-    p.add_argument("--samples", type=int, default=1, help="completions per problem (1: greedy)")
-    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature when --samples > 1")
-    p.add_argument("--seed", type=int, default=0, help="sampler seed when --samples > 1")
-    p.add_argument("--max-new-tokens", type=int, help="default: the run's rollout.max_new_tokens, else 512")
-    p.add_argument("--batch-size", type=int, default=256, help="prompts per generate() call")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    return p
 
 
 def _resolve(checkpoint: Path, config: Path | None) -> tuple[Path, Path | None]:
@@ -88,6 +64,8 @@ def _build_task(name: str, data: str | None, run_cfg):
 
 
 def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
+    """Generate on `args.benchmark` from `args.checkpoint` and grade (the options of
+    `grpo-research eval`, grpo_research/cli/eval.py); returns {summary, rows, predictions}."""
     import os
 
     import torch
@@ -96,7 +74,8 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    from grpo_research.config import ConfigError, config_from_dict, load_yaml
+    from grpo_research.config import config_from_dict, load_yaml
+    from grpo_research.errors import ConfigError
     from grpo_research.evaluation.score import score_predictions
     from grpo_research.models import load_causal_lm
     from grpo_research.rollout import generate
@@ -140,30 +119,3 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
                   "seed": None if greedy else args.seed, "max_new_tokens": max_new},
     )
     return {"summary": summary, "rows": rows, "predictions": predictions}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run `eval`; argv excludes the word "eval". Returns the exit code."""
-    try:
-        args = _parser().parse_args(argv)
-        result = evaluate_checkpoint(args)
-    except UsageError as e:
-        print("error: " + " ".join(str(e).split()), file=sys.stderr)
-        return 2
-    out = args.out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stem = out.name[: -len(".json")] if out.name.endswith(".json") else out.name
-    write_text_atomic(out.with_name(stem + ".predictions.jsonl"),
-                  "".join(json.dumps(p) + "\n" for p in result["predictions"]))
-    write_text_atomic(samples_path(out), "".join(json.dumps(r) + "\n" for r in result["rows"]))
-    s = result["summary"]
-    write_text_atomic(out, json.dumps(s, indent=2) + "\n")
-    p1 = s["pass@k"].get("1")
-    value = f"{p1['value']:.4f} [{p1['ci95'][0]:.4f}, {p1['ci95'][1]:.4f}]" if p1 else "n/a"
-    print(f"{s['benchmark']}: pass@1 = {value} over {s['n_tasks']} tasks, {s['n_samples']} samples, "
-          f"generation {s['generate_s']:.1f}s -> {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

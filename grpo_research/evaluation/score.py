@@ -2,7 +2,8 @@
 
     grpo-research score --benchmark NAME --predictions FILE [--data PATH] --out OUT.json
                         [--workers N] [--timeout S]
-    python -m grpo_research.evaluation.score ...   (same arguments)
+
+(the command line: grpo_research/cli/score.py; this module is the library it calls).
 
 Predictions are JSONL rows `{"task_id": ..., "completion": ...}` (optional `"finished"`,
 default true); several rows with one task_id are several samples of that task. A task_id
@@ -26,11 +27,9 @@ task_id) prints one line `error: ...` to stderr, writes nothing and exits with c
 """
 from __future__ import annotations
 
-import argparse
 import gzip
 import inspect
 import json
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -41,9 +40,10 @@ from grpo_research.evaluation.metrics import CI_METHOD, aggregate_pass_at_k
 from grpo_research.files import check_output, write_text_atomic
 from grpo_research.tasks.base import TASKS, Problem, Task, get_task
 
-
-
 MAX_TIMEOUT_S = 3600.0  # seconds per program: beyond this a limit is a typo (and overflows rlimits)
+
+__all__ = ["MAX_TIMEOUT_S", "UsageError", "check_outputs", "make_task", "predictions_path", "problem_index", "read_predictions", "samples_path",
+           "score_predictions", "summary_line", "write_results"]
 
 
 def _register_tasks() -> None:
@@ -148,25 +148,7 @@ def score_predictions(
     return summary, rows
 
 
-# ---------------------------------------------------------------- command line
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, no usage block
-        raise UsageError(message)
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="grpo-research score", description="Score external predictions on a benchmark (pass@k).")
-    p.add_argument("--benchmark", required=True, help="task name: gsm8k, math500, humaneval, mbpp, mbpp_sanitized, ...")
-    p.add_argument("--predictions", required=True, type=Path, help="JSONL rows {task_id, completion}")
-    p.add_argument("--data", help="benchmark data: local file or folder, or a Hugging Face dataset name")
-    p.add_argument("--out", required=True, help="summary JSON; OUT.samples.jsonl is written beside it")
-    p.add_argument("--workers", type=int, help="parallel sandbox processes (default: one per core)")
-    p.add_argument("--timeout", type=float, help="seconds per program (code benchmarks)")
-    return p
-
-
+# ---------------------------------------------------------------- files
 def read_predictions(path: Path) -> tuple[list[dict], list[str]]:
     """(rows, labels) of a JSONL predictions file; labels are "FILE, line N"."""
     if not path.is_file():
@@ -201,65 +183,65 @@ def samples_path(out: Path) -> Path:
     return out.with_name(stem + ".samples.jsonl")
 
 
-def _make_task(args: argparse.Namespace) -> Task:
+def predictions_path(out: Path) -> Path:
+    """OUT.json -> OUT.predictions.jsonl (the generated predictions of `grpo-research eval`)."""
+    stem = out.name[: -len(".json")] if out.name.endswith(".json") else out.name
+    return out.with_name(stem + ".predictions.jsonl")
+
+
+def check_outputs(out: str, predictions: Path, data: str | None) -> Path:
+    """OUT (returned as a Path) and OUT.samples.jsonl, checked before any grading: writable, and
+    never one of the inputs (the predictions, the data file or a file of the data folder)."""
+    inputs = [predictions] + ([Path(data)] if data and Path(data).exists() else [])
+    data_files = [p for d in inputs[1:] if d.is_dir() for p in d.rglob("*") if p.is_file()]
+    out_path = check_output(out, inputs + data_files, "--out")
+    check_output(samples_path(out_path), inputs + data_files, "--out (its .samples.jsonl)")
+    return out_path
+
+
+def write_results(out: Path, summary: dict, rows: list[dict], predictions: list[dict] | None = None) -> None:
+    """OUT.predictions.jsonl (when `predictions` are given), OUT.samples.jsonl, then OUT.json,
+    each atomically (the summary last: its presence means the others are complete)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if predictions is not None:
+        write_text_atomic(predictions_path(out), "".join(json.dumps(p) + "\n" for p in predictions))
+    write_text_atomic(samples_path(out), "".join(json.dumps(r) + "\n" for r in rows))
+    write_text_atomic(out, json.dumps(summary, indent=2) + "\n")
+
+
+def summary_line(summary: dict) -> str:
+    """`BENCHMARK: pass@1 = V [LOW, HIGH]` (n/a without scored tasks)."""
+    p1 = summary["pass@k"].get("1")
+    value = f"{p1['value']:.4f} [{p1['ci95'][0]:.4f}, {p1['ci95'][1]:.4f}]" if p1 else "n/a"
+    return f"{summary['benchmark']}: pass@1 = {value}"
+
+
+def make_task(benchmark: str, data: str | None = None, workers: int | None = None,
+              timeout: float | None = None) -> Task:
+    """The task of a benchmark name, with its data and (code benchmarks) sandbox options;
+    a bad name, option or data file raises UsageError."""
     _register_tasks()
-    if args.benchmark not in TASKS:
-        raise UsageError(f"unknown benchmark {args.benchmark!r}; known: {', '.join(sorted(TASKS))}")
-    accepted = inspect.signature(TASKS[args.benchmark]).parameters
+    if benchmark not in TASKS:
+        raise UsageError(f"unknown benchmark {benchmark!r}; known: {', '.join(sorted(TASKS))}")
+    accepted = inspect.signature(TASKS[benchmark]).parameters
     kwargs: dict[str, Any] = {}
-    if args.data is not None:
+    if data is not None:
         if "data_path" not in accepted:
-            raise UsageError(f"benchmark {args.benchmark!r} takes no --data")
-        kwargs["data_path"] = args.data
-    if args.workers is not None:
-        if args.workers < 1:
+            raise UsageError(f"benchmark {benchmark!r} takes no --data")
+        kwargs["data_path"] = data
+    if workers is not None:
+        if workers < 1:
             raise UsageError("--workers must be at least 1")
         if "workers" in accepted:
-            kwargs["workers"] = args.workers
-    if args.timeout is not None:
-        if not 0 < args.timeout <= MAX_TIMEOUT_S:
-            raise UsageError(f"--timeout {args.timeout:g} must be a number of seconds in (0, {MAX_TIMEOUT_S:g}]")
+            kwargs["workers"] = workers
+    if timeout is not None:
+        if not 0 < timeout <= MAX_TIMEOUT_S:
+            raise UsageError(f"--timeout {timeout:g} must be a number of seconds in (0, {MAX_TIMEOUT_S:g}]")
         if "timeout_s" in accepted:
-            kwargs["timeout_s"] = args.timeout
+            kwargs["timeout_s"] = timeout
     from grpo_research.tasks.benchmarks import DataError
 
     try:
-        return get_task(args.benchmark, **kwargs)
+        return get_task(benchmark, **kwargs)
     except (DataError, OSError) as e:
         raise UsageError(str(e)) from None
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run `score`; argv excludes the word "score". Returns the exit code."""
-    try:
-        args = _parser().parse_args(argv)
-        # outputs checked before any grading: writable, and never one of the inputs
-        inputs = [args.predictions] + ([Path(args.data)] if args.data and Path(args.data).exists() else [])
-        data_files = [p for d in inputs[1:] if d.is_dir() for p in d.rglob("*") if p.is_file()]
-        out = check_output(args.out, inputs + data_files, "--out")
-        samples = samples_path(out)
-        check_output(samples, inputs + data_files, "--out (its .samples.jsonl)")
-        predictions, labels = read_predictions(args.predictions)
-        task = _make_task(args)
-        summary, rows = score_predictions(task, predictions, labels)
-    except UsageError as e:
-        print("error: " + " ".join(str(e).split()), file=sys.stderr)
-        return 2
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(samples, "".join(json.dumps(r) + "\n" for r in rows))
-    write_text_atomic(out, json.dumps(summary, indent=2) + "\n")
-    if summary["sandbox_errors"] and summary["n_samples"] == 0:
-        print(f"error: all {summary['sandbox_errors']} graded predictions hit sandbox errors (an infrastructure failure, not "
-              f"wrong answers): nothing was scored; see {samples}", file=sys.stderr)
-        return 1
-    if summary["sandbox_errors"]:
-        print(f"warning: {summary['sandbox_errors']} predictions hit sandbox errors twice; not scored", file=sys.stderr)
-    p1 = summary["pass@k"].get("1")
-    value = f"{p1['value']:.4f} [{p1['ci95'][0]:.4f}, {p1['ci95'][1]:.4f}]" if p1 else "n/a"
-    print(f"{summary['benchmark']}: pass@1 = {value} over {summary['n_tasks']} tasks, {summary['n_samples']} samples,"
-          f" {summary['missing_tasks']} missing, {summary['elapsed_s']:.1f}s -> {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,8 @@
 """Hyper-parameter search with Optuna: one study per (method, task), each trial an ordinary run.
 
-- Search space: config keys with ranges (`space`), e.g. G categorical over powers of two, beta,
-  eps, temperature and lr (log scale); see `configs/defaults.yaml` (`hpo.space`).
+- Search space: config keys with ranges (`space`, default `DEFAULT_SPACE`), e.g. G categorical
+  over powers of two, beta, eps, temperature and lr (log scale). Every default of a search is
+  stated once, in search.py (`SearchSpec`, `DEFAULT_SPACE`, `DEFAULT_PRUNER`).
 - Sampler: seeded TPE. Pruner: median (default), percentile or none, on the intermediate
   held-out accuracy `eval/accuracy`, reported at step = generated samples.
 - Storage: an RDB URL (SQLite file by default; PostgreSQL when many workers share one study)
@@ -19,8 +20,10 @@
 - Export: `best.yaml` (method + best parameters, a config file for `grpo-research train
   --config`), `trials.csv`, and PNG plots (optuna.visualization.matplotlib).
 
-Command line: `python -m grpo_research.hpo search|export ...` (see `grpo_research.hpo.cli`).
+Command line: `grpo-research hpo search|export ...` (grpo_research/cli/hpo.py).
 """
-from grpo_research.hpo.search import SearchSpec, export_study, make_storage, run_search, suggest_overrides
+from grpo_research.hpo.search import (DEFAULT_PRUNER, DEFAULT_SPACE, SearchSpec, export_study, make_storage, run_search,
+                                      suggest_overrides)
 
-__all__ = ["SearchSpec", "export_study", "make_storage", "run_search", "suggest_overrides"]
+__all__ = ["DEFAULT_PRUNER", "DEFAULT_SPACE", "SearchSpec", "export_study", "make_storage", "run_search",
+           "suggest_overrides"]

@@ -1,6 +1,7 @@
 """The Optuna search: space, storage, sampler, pruner, the trial objective, export and plots."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -16,9 +17,21 @@ import yaml
 
 from grpo_research.config import load_config
 from grpo_research.files import write_text_atomic
-from grpo_research.studies import format_value, override, steps_for_budget
+from grpo_research.studies import budget_overrides, format_value, override
+from grpo_research.tracking import read_metrics_since
 
 METRIC = "eval/accuracy"
+# The defaults of a search, stated once: here and in SearchSpec's fields. The command line
+# (`grpo-research hpo search`) and the Snakemake pipeline (grpo_research/pipeline.py, from
+# configs/defaults.yaml `hpo`) pass only the values they set.
+DEFAULT_SPACE = {
+    "algo.group_size": {"type": "categorical", "choices": [2, 4, 8, 16]},
+    "algo.beta": {"type": "float", "low": 0.0, "high": 0.1},
+    "algo.clip_eps": {"type": "float", "low": 0.1, "high": 0.3},
+    "rollout.temperature": {"type": "float", "low": 0.6, "high": 1.2},
+    "optim.lr": {"type": "float", "low": 1e-5, "high": 3e-4, "log": True},
+}
+DEFAULT_PRUNER = {"type": "median", "n_startup_trials": 5, "n_warmup_samples": 0}
 
 
 @dataclass
@@ -36,15 +49,23 @@ class SearchSpec:
     eval_every_samples: int | None = None
     sampler_seed: int = 0
     train_seed: int = 0
-    pruner: dict[str, Any] = field(default_factory=lambda: {"type": "median"})
+    pruner: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_PRUNER))  # keys missing: DEFAULT_PRUNER
     heartbeat_interval: int = 60
     grace_period: int = 180
     max_retry: int = 2
+    # the only worker of its study: trials a killed search left RUNNING are retried at once.
+    # Off by default: with several workers on one storage it would fail the others' live trials.
     exclusive: bool = False
     overrides: list[str] = field(default_factory=list)  # fixed run config (model, task, tracking, ...)
     python: str = sys.executable
     train_cmd: list[str] = field(default_factory=lambda: ["-m", "grpo_research.cli", "train"])  # after `python`
     poll_s: float = 0.5
+
+
+def spec_default(name: str) -> Any:
+    """The default of a SearchSpec field (for help texts)."""
+    f = next(f for f in dataclasses.fields(SearchSpec) if f.name == name)
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
 # ---------------------------------------------------------------- space
@@ -112,9 +133,10 @@ def make_storage(url: str, heartbeat_interval: int = 60, grace_period: int = 180
 def make_pruner(spec: dict[str, Any]):
     import optuna
 
-    kind = spec.get("type", "median")
-    startup = int(spec.get("n_startup_trials", 5))
-    warmup = int(spec.get("n_warmup_samples", 0))
+    spec = {**DEFAULT_PRUNER, **spec}
+    kind = spec["type"]
+    startup = int(spec["n_startup_trials"])
+    warmup = int(spec["n_warmup_samples"])
     if kind == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=startup, n_warmup_steps=warmup)
     if kind == "percentile":
@@ -173,11 +195,7 @@ class Objective:
         base = [override("method", spec.method), override("seed", spec.train_seed), *spec.overrides,
                 *(override(k, v) for k, v in params.items())]
         cfg = load_config(None, base)
-        per_step = cfg.rollout.prompts_per_step * cfg.algo.group_size
-        extra = [override("train.steps", steps_for_budget(spec.budget_samples, cfg.rollout.prompts_per_step,
-                                                          cfg.algo.group_size))]
-        if spec.eval_every_samples:
-            extra.append(override("train.eval_every", max(1, spec.eval_every_samples // per_step)))
+        extra = budget_overrides(cfg, spec.budget_samples, spec.eval_every_samples)
         tags = [f"{k}={format_value(v)}" for k, v in params.items()]
         extra += [override("tracking.group", f"hpo-{spec.name}"), override("tracking.tags", tags),
                   override("tracking.progress", False)]
@@ -205,7 +223,7 @@ class Objective:
                 offset = 0
                 while True:
                     rc = proc.poll()
-                    rows, offset = _read_new_rows(metrics, offset)
+                    rows, offset = read_metrics_since(metrics, offset)
                     for row in rows:
                         if METRIC not in row or row[METRIC] is None:
                             continue
@@ -247,28 +265,6 @@ def _terminate_with_parent() -> None:
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-
-
-def _read_new_rows(path: Path, offset: int) -> tuple[list[dict], int]:
-    """Complete JSON lines of `path` after byte `offset`; restart when the file was cut back
-    (a resumed run truncates metrics.jsonl to its checkpoint)."""
-    if not path.exists():
-        return [], 0
-    size = path.stat().st_size
-    if size < offset:
-        offset = 0
-    with open(path, "rb") as fh:
-        fh.seek(offset)
-        data = fh.read()
-    end = data.rfind(b"\n") + 1
-    rows = []
-    for line in data[:end].splitlines():
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
-    return rows, offset + end
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -41,6 +41,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from grpo_research.files import write_text_atomic
+
 
 class _NoWandb:
     """Stand-in when W&B is disabled: every call does nothing."""
@@ -91,11 +93,7 @@ class Tracker:
         """Rollout samples: `samples/step_<step>.jsonl` and a W&B table."""
         out = self.run_dir / "samples"
         out.mkdir(exist_ok=True)
-        tmp = out / f".step_{step:06d}.jsonl.tmp"
-        with open(tmp, "w") as fh:
-            for r in rows:
-                fh.write(json.dumps(r) + "\n")
-        os.replace(tmp, out / f"step_{step:06d}.jsonl")
+        write_text_atomic(out / f"step_{step:06d}.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
         if not isinstance(self.wandb, _NoWandb):
             import wandb
 
@@ -121,10 +119,40 @@ class NullTracker:
         pass
 
 
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+def read_metrics(path: str | Path, *, missing_ok: bool = False, skip_bad_lines: bool = False) -> list[dict[str, Any]]:
+    """The rows of a `metrics.jsonl`, in order.
+
+    `missing_ok`: a missing file is no rows (else FileNotFoundError). `skip_bad_lines`: a line
+    that is not JSON (the last line of a run killed while writing it) is left out (else
+    json.JSONDecodeError)."""
+    return read_metrics_since(path, 0, missing_ok=missing_ok, skip_bad_lines=skip_bad_lines,
+                              complete_lines_only=False)[0]
+
+
+def read_metrics_since(path: str | Path, offset: int, *, missing_ok: bool = True, skip_bad_lines: bool = True,
+                       complete_lines_only: bool = True) -> tuple[list[dict[str, Any]], int]:
+    """(rows after byte `offset`, the offset to read on from): for tailing the metrics of a run
+    that is still writing them. `complete_lines_only` leaves a last line without its newline
+    (being written) for the next call. A file shorter than `offset` was cut back (a resumed run
+    truncates metrics.jsonl to its checkpoint): it is read again from the start. A missing file
+    is no rows and offset 0 when `missing_ok`."""
+    path = Path(path)
+    if missing_ok and not path.exists():
+        return [], 0
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        if fh.tell() < offset:
+            offset = 0
+        fh.seek(offset)
+        data = fh.read()
+    end = data.rfind(b"\n") + 1 if complete_lines_only else len(data)
     rows = []
-    with open(path) as fh:
-        for line in fh:
-            if line.strip():
-                rows.append(json.loads(line))
-    return rows
+    for line in data[:end].split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if not skip_bad_lines:
+                raise
+    return rows, offset + end

@@ -1,6 +1,6 @@
 # Stage 5: aggregate a study's runs over seeds (tables, curves), plot, render the
 # self-contained report.html (one job per study); render results/index.html. All from the
-# run dirs (analysis/), never from W&B.
+# run dirs (grpo_research/analysis/, `grpo-research report`), never from W&B.
 
 
 rule report_study:
@@ -25,17 +25,18 @@ rule report_study:
     wildcard_constraints:
         study=alternation(ALL_STUDY_NAMES),
     params:
-        py=PY,
-        env=WITH_CHECKOUT,
+        cli=CLI,
         args=report_args,
     resources:
         mem_mb=RES["analyze"]["mem_mb"],
         runtime=RES["analyze"]["runtime"],
     shell:
-        "{params.env} {params.py} -m analysis study {params.args} > {log} 2>&1"
+        "{params.cli} report study {params.args} > {log} 2>&1"
 
 
 rule render_index:
+    """results/index.html, listing every report on disk; rebuilt after the reports of the
+    `ablations` and `report` targets (the studies of config `studies`, else the default ones)."""
     input:
         lambda wc: [report_path(s) for s in selected_studies()],
     output:
@@ -43,11 +44,10 @@ rule render_index:
     log:
         f"{LOGS}/render_index.log",
     params:
-        py=PY,
-        env=WITH_CHECKOUT,
+        cli=CLI,
         results=RESULTS,
     resources:
         mem_mb=RES["analyze"]["mem_mb"],
         runtime=RES["analyze"]["runtime"],
     shell:
-        "{params.env} {params.py} -m analysis index --results {params.results} --out {output} > {log} 2>&1"
+        "{params.cli} report index --results {params.results} --out {output} > {log} 2>&1"

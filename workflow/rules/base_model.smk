@@ -13,7 +13,7 @@ rule build_base_model:
     wildcard_constraints:
         base=alternation(config["base_models"]),
     params:
-        py=PY,
+        cli=CLI,
         out=lambda wc: f"{RUNS}/_base/{wc.base}",
         overrides=lambda wc: q([*config["base_models"][wc.base].get("overrides", []), "tracking.progress=false"]),
     threads: RES["base_model"]["threads"]
@@ -23,4 +23,4 @@ rule build_base_model:
     shell:
         # sft refuses a non-empty dir: clear what a changed config left behind, then build atomically
         "rm -rf {params.out} && OMP_NUM_THREADS={threads} "
-        "{params.py} -m grpo_research.cli sft --out {params.out} {params.overrides} > {log} 2>&1"
+        "{params.cli} sft --out {params.out} {params.overrides} > {log} 2>&1"

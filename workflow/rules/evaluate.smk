@@ -17,7 +17,7 @@ rule evaluate_run:
         run_id=r"[^/]+",
         benchmark=r"[A-Za-z0-9_]+",
     params:
-        py=PY,
+        cli=CLI,
         run_dir=lambda wc: f"{RUNS}/{wc.study}/{wc.run_id}",
         args=lambda wc: eval_args(wc.study, wc.benchmark),
         batch=config["evaluate"]["batch_size"],
@@ -26,5 +26,5 @@ rule evaluate_run:
         mem_mb=RES["evaluate"]["mem_mb"],
         runtime=RES["evaluate"]["runtime"],
     shell:
-        "{params.py} -m grpo_research.cli eval --checkpoint {params.run_dir} --benchmark {wildcards.benchmark} "
+        "{params.cli} eval --checkpoint {params.run_dir} --benchmark {wildcards.benchmark} "
         "--out {output} --threads {threads} --batch-size {params.batch} {params.args} > {log} 2>&1"

@@ -1,4 +1,4 @@
-# Stage 4: Optuna searches (grpo_research.hpo), one per (method, task) of `hpo.searches`.
+# Stage 4: Optuna searches (grpo_research.hpo, `grpo-research hpo`), one per (method, task) of `hpo.searches`.
 #
 # search_hpo runs trials (ordinary run dirs under runs/_hpo/<search>/) until hpo.n_trials are
 # COMPLETE or PRUNED in the storage (SQLite by default, any RDB URL for many workers). Neither
@@ -20,24 +20,14 @@ rule search_hpo:
     wildcard_constraints:
         search=alternation(SEARCHES),
     params:
-        py=PY,
-        args=lambda wc: q([
-            "--name", wc.search, "--method", SEARCHES[wc.search]["method"], "--out", f"{RESULTS}/hpo/{wc.search}",
-            "--runs", f"{RUNS}/_hpo/{wc.search}", "--storage", storage_url(wc.search),
-            "--n-trials", HPO["n_trials"], "--budget-samples", HPO["budget_samples"],
-            *(["--eval-every-samples", HPO["eval_every_samples"]] if HPO.get("eval_every_samples") else []),
-            "--space", json.dumps(search_space()), "--pruner", json.dumps(HPO.get("pruner") or {"type": "median"}),
-            "--sampler-seed", HPO.get("sampler_seed", 0), "--train-seed", HPO.get("train_seed", 0),
-            "--heartbeat-interval", HPO.get("heartbeat_interval", 60), "--grace-period", HPO.get("grace_period", 180),
-            "--max-retry", HPO.get("max_retry", 2), *(["--exclusive"] if HPO.get("exclusive", True) else []),
-            *search_overrides(wc.search),
-        ]),
+        cli=CLI,
+        args=lambda wc: search_args(wc.search),
     threads: RES["hpo"]["threads"]
     resources:
         mem_mb=RES["hpo"]["mem_mb"],
         runtime=RES["hpo"]["runtime"],
     shell:
-        "{params.py} -m grpo_research.hpo search {params.args} > {log} 2>&1"
+        "{params.cli} hpo search {params.args} > {log} 2>&1"
 
 
 rule export_hpo:
@@ -51,14 +41,13 @@ rule export_hpo:
     wildcard_constraints:
         search=alternation(SEARCHES),
     params:
-        py=PY,
-        args=lambda wc: q(["--name", wc.search, "--method", SEARCHES[wc.search]["method"],
-                           "--out", f"{RESULTS}/hpo/{wc.search}", "--storage", storage_url(wc.search)]),
+        cli=CLI,
+        args=lambda wc: export_args(wc.search),
     resources:
         mem_mb=RES["analyze"]["mem_mb"],
         runtime=RES["analyze"]["runtime"],
     shell:
-        "{params.py} -m grpo_research.hpo export {params.args} > {log} 2>&1"
+        "{params.cli} hpo export {params.args} > {log} 2>&1"
 
 
 rule train_hpo_rerun:
@@ -74,11 +63,11 @@ rule train_hpo_rerun:
         search=alternation(SEARCHES),
         run_id=r"[^/]+",
     params:
-        py=PY,
+        cli=CLI,
         args=rerun_args,
     threads: RES["train"]["threads"]
     resources:
         mem_mb=RES["train"]["mem_mb"],
         runtime=RES["train"]["runtime"],
     shell:
-        "{params.py} -m grpo_research.studies train {params.args} > {log} 2>&1"
+        "{params.cli} study train-budget {params.args} > {log} 2>&1"

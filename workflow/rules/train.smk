@@ -9,7 +9,7 @@
 #
 # The equal-wall-time supervised control of a seed (`sft_control-wall-seed<N>`) waits for the RL
 # runs of that seed and for its equal-samples twin, and trains as long as the longest of them
-# trained (`python -m grpo_research.studies train-wall`).
+# trained (`grpo-research study train-wall`).
 
 
 rule train_run:
@@ -26,11 +26,11 @@ rule train_run:
         study=alternation(STUDY_FILES),
         run_id=r"[^/]+",
     params:
-        py=PY,
+        cli=CLI,
         command=lambda wc: train_command(wc.study, wc.run_id),
     threads: lambda wc: train_threads(wc.study, wc.run_id)
     resources:
         mem_mb=RES["train"]["mem_mb"],
         runtime=RES["train"]["runtime"],
     shell:
-        "{params.py} -m {params.command} > {log} 2>&1"
+        "{params.cli} {params.command} > {log} 2>&1"

@@ -1,7 +1,5 @@
-"""`grpo-research train | sft | eval | score | cost | hpo | report | config`.
-
-Usage errors (bad config, bad files, a run dir holding another config) print one line,
-`error: ...`, and exit with status 2 before any compute and before anything is written.
+"""`grpo-research train | sft | config`: train a policy into a run dir, build the tiny base
+model, print the resolved config (or the table of every key).
 
 `train` with `train.launcher=torchrun` relaunches itself under torchrun
 (grpo_research/trainers/launcher.py) and exits with its workers' status (0, 2, or 75).
@@ -11,23 +9,16 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import os
 import sys
 from pathlib import Path
 
+from grpo_research.cli.common import quiet_libraries
 from grpo_research.config import RunConfig, key_table, load_config
-from grpo_research.errors import USAGE_ERROR, ConfigError, UsageError
+from grpo_research.errors import ConfigError, UsageError
+from grpo_research.files import write_text_atomic
 
 
-def quiet_libraries() -> None:
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import transformers
-
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-
-
-def _check_run_dir(run_dir: Path, cfg: RunConfig) -> None:
+def check_run_dir(run_dir: Path, cfg: RunConfig) -> None:
     """A run dir may be new, or hold exactly this config (then the run resumes)."""
     if run_dir.exists() and not run_dir.is_dir():
         raise UsageError(f"run dir {run_dir} exists and is not a directory")
@@ -43,19 +34,25 @@ def _check_run_dir(run_dir: Path, cfg: RunConfig) -> None:
             )
 
 
-def _write_config(run_dir: Path, cfg: RunConfig) -> None:
+def write_config(run_dir: Path, cfg: RunConfig) -> None:
+    """config.yaml of a new run (a resumed run's is left as it is: it holds the same config)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / "config.yaml"
     if not path.exists():
-        tmp = run_dir / ".config.yaml.tmp"
-        tmp.write_text(cfg.dump())
-        os.replace(tmp, path)
+        write_text_atomic(path, cfg.dump())
+
+
+def record_usage_exit(code: int) -> None:
+    """A torchrun worker's usage error: tell the launcher (a no-op outside torchrun)."""
+    from grpo_research.trainers.launcher import record_exit
+
+    record_exit(code)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)  # launcher=torchrun: also refuses what cannot shard
     run_dir = Path(args.run_dir)
-    _check_run_dir(run_dir, cfg)
+    check_run_dir(run_dir, cfg)
     from grpo_research.trainers import launcher
 
     if cfg.train.launcher == "torchrun" and not launcher.under_torchrun():
@@ -80,7 +77,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             dp.barrier()
         trainer = build_trainer(cfg, run_dir, model_path)  # may still refuse the config; writes nothing
         if dp.main:
-            _write_config(run_dir, cfg)
+            write_config(run_dir, cfg)
         try:
             summary, code = trainer.train(), 0
         except Preempted as e:
@@ -120,15 +117,13 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="grpo-research", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
-
+def add_parsers(sub) -> None:
+    """The `train`, `sft` and `config` subcommands, on the subparsers of `grpo-research`."""
     t = sub.add_parser("train", help="train a policy (GRPO by default) into a run dir; reruns resume")
     t.add_argument("--config", help="YAML config file (defaults < file < key=value)")
     t.add_argument("--run-dir", required=True, help="output directory of the run")
     t.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. algo.beta=0.04")
-    t.set_defaults(func=cmd_train)
+    t.set_defaults(func=cmd_train, on_usage_error=record_usage_exit)
 
     s = sub.add_parser("sft", help="build the tiny base model (supervised warm-up) into a directory")
     s.add_argument("--config")
@@ -141,42 +136,3 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--table", action="store_true")
     c.add_argument("overrides", nargs="*", metavar="key=value")
     c.set_defaults(func=cmd_config)
-
-    sub.add_parser("score", help="score external predictions on a benchmark (see `score --help`)", add_help=False)
-    sub.add_parser("eval", help="generate on a benchmark from a checkpoint and score (see `eval --help`)",
-                   add_help=False)
-    sub.add_parser("cost", help="a few steps of GRPO and PPO side by side: memory, step time (see `cost --help`)",
-                   add_help=False)
-    sub.add_parser("hpo", help="Optuna search over G, beta, eps, temperature, lr (see `hpo --help`)", add_help=False)
-    sub.add_parser("report", help="tables, figures and report.html from run dirs (see `report --help`)",
-                   add_help=False)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    delegated = {
-        "score": "grpo_research.evaluation.score",
-        "eval": "grpo_research.evaluation.generate",
-        "cost": "grpo_research.trainers.cost_cli",
-        "hpo": "grpo_research.hpo.cli",
-        "report": "analysis.cli",
-    }
-    if argv and argv[0] in delegated:
-        import importlib
-
-        return importlib.import_module(delegated[argv[0]]).main(argv[1:])
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except (ConfigError, UsageError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        if args.command == "train":
-            from grpo_research.trainers.launcher import record_exit
-
-            record_exit(USAGE_ERROR)  # a torchrun worker: tell the launcher
-        return USAGE_ERROR
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.aggregate import CURVES
+from grpo_research.analysis.aggregate import CURVES
 
 FIG_SIZE = (7.5, 4.6)
 

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.load import Run
-from analysis.stats import N_BOOT, bootstrap_columns, bootstrap_mean_ci, intervals_overlap
+from grpo_research.analysis.load import Run
+from grpo_research.analysis.stats import N_BOOT, bootstrap_columns, bootstrap_mean_ci, intervals_overlap
 
 # key -> (title, y-axis label with unit, smoothed)
 CURVES: dict[str, tuple[str, str, bool]] = {

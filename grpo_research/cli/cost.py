@@ -30,27 +30,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grpo_research.config import ConfigError, config_from_dict, load_config
+from grpo_research.cli.common import Parser, quiet_libraries, run_command
+from grpo_research.config import config_from_dict, load_config
+from grpo_research.errors import UsageError
+from grpo_research.files import write_text_atomic
 
 METHODS_COMPARED = ("grpo", "ppo")
-USAGE_ERROR = 2
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, not argparse's usage block
-        raise _UsageError(message)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="grpo-research cost", description=__doc__.splitlines()[0])
+def build_parser() -> Parser:
+    p = Parser(prog="grpo-research cost", description=__doc__.splitlines()[0])
     p.add_argument("--config", help="YAML config file (defaults < file < key=value), shared by both methods")
     p.add_argument("--steps", type=int, default=3, help="training steps per method (>= 2; default 3)")
     p.add_argument("--json", action="store_true", help='print one JSON object {"grpo": {...}, "ppo": {...}}')
     p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides (method is set per run)")
+    p.set_defaults(func=cmd_cost)
     return p
 
 
@@ -91,7 +85,6 @@ def _worker(config_path: str, model_path: str, run_dir: str, out_path: str) -> i
     """Run in a fresh process: build the method's trainer and take `train.steps` steps."""
     import yaml
 
-    from grpo_research.cli import quiet_libraries
     from grpo_research.trainers import build_trainer
 
     quiet_libraries()
@@ -99,7 +92,7 @@ def _worker(config_path: str, model_path: str, run_dir: str, out_path: str) -> i
     trainer = build_trainer(cfg, run_dir, model_path)
     rows = [trainer.train_step() for _ in range(cfg.train.steps)]
     out = summarize(rows, sum(p.numel() for p in trainer.policy.parameters()))
-    Path(out_path).write_text(json.dumps(out))
+    write_text_atomic(out_path, json.dumps(out))
     return 0
 
 
@@ -123,17 +116,10 @@ def _table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        args = build_parser().parse_args(argv)
-        if args.steps < 2:
-            raise _UsageError(f"--steps must be >= 2 (the first step is excluded from timings), got {args.steps}")
-        cfgs = method_configs(args.config, args.overrides, args.steps)
-    except (ConfigError, _UsageError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return USAGE_ERROR
-    from grpo_research.cli import quiet_libraries
+def cmd_cost(args: argparse.Namespace) -> int:
+    if args.steps < 2:
+        raise UsageError(f"--steps must be >= 2 (the first step is excluded from timings), got {args.steps}")
+    cfgs = method_configs(args.config, args.overrides, args.steps)
     from grpo_research.trainers.sft import ensure_base_model
 
     quiet_libraries()
@@ -143,11 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="grpo-research-cost-") as tmp:
         for method, cfg in cfgs.items():
             cfg_path = Path(tmp) / f"{method}.yaml"
-            cfg_path.write_text(cfg.dump())
+            write_text_atomic(cfg_path, cfg.dump())
             run_dir, out = Path(tmp) / method, Path(tmp) / f"{method}.json"
             run_dir.mkdir()
             proc = subprocess.run(
-                [sys.executable, "-m", "grpo_research.trainers.cost_cli", "--worker", str(cfg_path), str(model_path),
+                [sys.executable, "-m", "grpo_research.cli.cost", "--worker", str(cfg_path), str(model_path),
                  str(run_dir), str(out)], env=env, capture_output=True, text=True,
             )
             if proc.returncode != 0 or not out.exists():
@@ -160,6 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(_table(results))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `cost`; argv excludes the word "cost". Returns the exit code."""
+    return run_command(build_parser(), sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from grpo_research.tracking import read_metrics
+
 SEED_SUFFIX = re.compile(r"-seed(-?\d+)$")
 
 
@@ -35,21 +37,9 @@ class Run:
         return json.loads(f.read_text()) if f.exists() else None
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:  # a line cut by a kill: ignore it
-                    pass
-    return rows
-
-
 def load_run(path: str | Path) -> Run:
     path = Path(path)
-    rows = _rows(path / "metrics.jsonl")
+    rows = read_metrics(path / "metrics.jsonl", missing_ok=True, skip_bad_lines=True)  # a line cut by a kill: left out
     config = yaml.safe_load((path / "config.yaml").read_text()) if (path / "config.yaml").exists() else {}
     summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").exists() else {}
     benchmarks = {}

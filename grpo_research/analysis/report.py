@@ -11,7 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.aggregate import COST_KEYS, CURVES, TRAINER_HELDOUT, gains_sentences, overlaps, pct
+from grpo_research.analysis.aggregate import COST_KEYS, CURVES, TRAINER_HELDOUT, gains_sentences, overlaps, pct
+from grpo_research.files import write_text_atomic
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
@@ -201,9 +202,7 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
     parts.append("<p class=muted>Tables as files beside this report: final.csv, final.md, gains.csv, gains.md, "
                  "cost.csv, cost.md, curves.csv, wall_curves.csv, runs.csv.</p></body></html>")
     path = out / "report.html"
-    tmp = out / ".report.html.tmp"
-    tmp.write_text("\n".join(parts))
-    tmp.replace(path)
+    write_text_atomic(path, "\n".join(parts))
     return path
 
 
@@ -232,7 +231,5 @@ def render_index(results_dir: str | Path, out: str | Path | None = None) -> Path
            f"<style>{CSS}</style></head><body><h1>grpo-research results</h1>"
            f"<p class=muted>Every study report under <code>{html.escape(str(results))}</code>, built {now}. "
            "Each report is one self-contained HTML file.</p>" + body + "</body></html>")
-    tmp = out.with_name(".index.html.tmp")
-    tmp.write_text(doc)
-    tmp.replace(out)
+    write_text_atomic(out, doc)
     return out

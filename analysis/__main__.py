@@ -1,5 +1,0 @@
-import sys
-
-from analysis.cli import main
-
-sys.exit(main())

@@ -1,0 +1,12 @@
+"""Analysis of a study's runs, from the run directories alone (never from W&B).
+
+- `grpo_research.analysis.load`: read run dirs (config.yaml, metrics.jsonl, summary.json, eval/*.json).
+- `grpo_research.analysis.stats`: mean over seeds with a 95 % percentile-bootstrap interval (numpy).
+- `grpo_research.analysis.aggregate`: curves against generated samples, the final table (CSV +
+  Markdown, with the pairs of methods whose intervals overlap), the cost table.
+- `grpo_research.analysis.plots`: PNG figures; `grpo_research.analysis.report`: the self-contained
+  report.html and the results/index.html linking every study.
+
+Command line: `grpo-research report study|aggregate|plot|render|index ...`
+(`grpo_research/cli/report.py`); the Snakemake rules of workflow/rules/analyze.smk call it.
+"""

@@ -1,0 +1,102 @@
+"""One study's results from its run dirs: the tables (`aggregate_study`), the figures
+(`plot_study`) and report.html (`grpo_research.analysis.report.render_study`); `report_study`
+does all three. Used by `grpo-research report ...` and by analysis/report_study.py."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grpo_research.errors import UsageError
+from grpo_research.files import write_text_atomic
+
+
+def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None = None,
+                    study_file: str | Path | None = None, variants: list[str] | None = None,
+                    include: list[str] | None = None, n_boot: int = 10_000, seed: int = 0,
+                    smooth: int = 0) -> dict[str, Any]:
+    """final.csv/.md, cost.csv/.md, curves.csv, runs.csv, gains.csv/.md, wall_curves.csv and
+    summary.json of the finished runs under `runs_dir` (only those of `include` when given) into
+    `out`; returns the summary. `variants`: display order; `smooth` 0: about 1/25 of a run."""
+    from grpo_research.analysis.aggregate import (cost_markdown, cost_table, curve_table, default_smooth,
+                                                  final_markdown, final_table, gains_markdown, gains_table,
+                                                  order_variants, runs_table, wall_curve_table)
+    from grpo_research.analysis.load import load_study_runs
+
+    runs_dir, out = Path(runs_dir), Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = load_study_runs(runs_dir) if runs_dir.is_dir() else []
+    if include:  # only the study's current runs (not dirs of runs since removed from it)
+        keep = set(include)
+        runs = [r for r in runs if r.run_id in keep]
+    if not runs:
+        raise UsageError(f"no finished run (with summary.json) under {runs_dir}")
+    name = study or runs_dir.name
+    variants = order_variants(runs, list(variants or []))
+    smooth = smooth or default_smooth(runs)
+    final = final_table(runs, variants, n_boot=n_boot, seed=seed)
+    cost = cost_table(runs, variants)
+    curves = curve_table(runs, variants, smooth=smooth, n_boot=n_boot, seed=seed)
+    write_text_atomic(out / "final.csv", final.to_csv(index=False))
+    write_text_atomic(out / "final.md", f"# {name}: final accuracy\n\n" + final_markdown(final, n_boot))
+    write_text_atomic(out / "cost.csv", cost.to_csv(index=False))
+    write_text_atomic(out / "cost.md", f"# {name}: cost per method\n\n" + cost_markdown(cost))
+    write_text_atomic(out / "curves.csv", curves.to_csv(index=False))
+    write_text_atomic(out / "runs.csv", runs_table(runs).to_csv(index=False))
+    gains = gains_table(runs, variants, n_boot=n_boot, seed=seed)
+    write_text_atomic(out / "gains.csv", gains.to_csv(index=False))
+    write_text_atomic(out / "gains.md", f"# {name}: RL against the base model and the supervised "
+                                        "control\n\n" + gains_markdown(gains))
+    write_text_atomic(out / "wall_curves.csv",
+                      wall_curve_table(runs, variants, n_boot=n_boot, seed=seed).to_csv(index=False))
+    description = ""
+    if study_file and Path(study_file).exists():
+        description = str((yaml.safe_load(Path(study_file).read_text()) or {}).get("description", "")).strip()
+    best = {}
+    for bench, g in final.groupby("benchmark", sort=False):
+        r = g.loc[g["mean"].idxmax()]
+        best[bench] = {"variant": r["variant"], "mean": float(r["mean"]), "low": float(r["low"]),
+                       "high": float(r["high"])}
+    meta = {
+        "study": name, "description": description, "runs_dir": str(runs_dir),
+        "n_runs": len(runs), "variants": variants, "seeds": sorted({r.seed for r in runs if r.seed is not None}),
+        "samples_per_run": sorted({r.summary.get("samples") for r in runs if r.summary.get("samples")}),
+        "n_boot": n_boot, "bootstrap_seed": seed, "smooth_steps": smooth,
+        "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "best": best,
+    }
+    write_text_atomic(out / "summary.json", json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+def plot_study(out: str | Path) -> list[Path]:
+    """figures/*.png of a study from the tables `aggregate_study` wrote into `out` (old PNGs removed)."""
+    import pandas as pd
+
+    from grpo_research.analysis.plots import plot_curves, plot_final, plot_wall
+
+    out = Path(out)
+    meta = json.loads((out / "summary.json").read_text())
+    figs = out / "figures"
+    figs.mkdir(parents=True, exist_ok=True)
+    for old in figs.glob("*.png"):
+        old.unlink()
+    curves = pd.read_csv(out / "curves.csv")
+    final = pd.read_csv(out / "final.csv")
+    paths = plot_curves(curves, figs, meta["study"], meta["smooth_steps"], meta["variants"])
+    paths += plot_final(final, figs, meta["study"], meta["variants"])
+    paths += plot_wall(pd.read_csv(out / "wall_curves.csv"), figs, meta["study"], meta["variants"])
+    return paths
+
+
+def report_study(runs_dir: str | Path, out: str | Path, *, title: str | None = None,
+                 extra: list[tuple[str, Path]] | None = None, extra_text: dict[str, str] | None = None,
+                 **aggregate: Any) -> Path:
+    """Tables, figures and report.html of a study (keyword arguments of `aggregate_study`)."""
+    from grpo_research.analysis.report import render_study
+
+    aggregate_study(runs_dir, out, **aggregate)
+    plot_study(out)
+    return render_study(out, title=title, extra=extra, extra_text=extra_text)

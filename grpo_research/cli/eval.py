@@ -1,0 +1,51 @@
+"""`grpo-research eval`: generate on a benchmark from a checkpoint, then score like `score`
+(the generation: grpo_research/evaluation/generate.py, whose docstring describes the outputs).
+
+    grpo-research eval --checkpoint DIR --benchmark NAME --out OUT.json
+                       [--data PATH] [--n N] [--samples K] [--temperature T] [--seed S]
+                       [--max-new-tokens M] [--batch-size B] [--threads N] [--config RUN.yaml]
+
+Usage errors print one `error: ...` line and exit with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from grpo_research.cli.common import Parser, run_command
+
+
+def build_parser() -> Parser:
+    p = Parser(prog="grpo-research eval", description="Generate on a benchmark from a checkpoint and score it.")
+    p.add_argument("--checkpoint", required=True, type=Path, help="HF checkpoint dir or a run dir (uses its model/)")
+    p.add_argument("--benchmark", required=True, help="task name: arith, code, gsm8k, math500, humaneval, mbpp, ...")
+    p.add_argument("--out", required=True, type=Path, help="summary JSON (samples and predictions are written beside it)")
+    p.add_argument("--data", help="benchmark data: local file or folder, or a Hugging Face dataset name")
+    p.add_argument("--config", type=Path, help="the run's config.yaml (default: found beside the checkpoint)")
+    p.add_argument("--n", type=int, help="evaluate the first N held-out problems (default: all)")
+    p.add_argument("--samples", type=int, default=1, help="completions per problem (1: greedy)")
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature when --samples > 1")
+    p.add_argument("--seed", type=int, default=0, help="sampler seed when --samples > 1")
+    p.add_argument("--max-new-tokens", type=int, help="default: the run's rollout.max_new_tokens, else 512")
+    p.add_argument("--batch-size", type=int, default=256, help="prompts per generate() call")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.set_defaults(func=cmd_eval)
+    return p
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from grpo_research.evaluation.generate import evaluate_checkpoint
+    from grpo_research.evaluation.score import summary_line, write_results
+
+    result = evaluate_checkpoint(args)
+    s = result["summary"]
+    write_results(args.out, s, result["rows"], result["predictions"])
+    print(f"{summary_line(s)} over {s['n_tasks']} tasks, {s['n_samples']} samples, "
+          f"generation {s['generate_s']:.1f}s -> {args.out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `eval`; argv excludes the word "eval". Returns the exit code."""
+    return run_command(build_parser(), sys.argv[1:] if argv is None else argv)

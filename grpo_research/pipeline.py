@@ -1,0 +1,365 @@
+"""What the Snakemake workflow computes, in Python (the .smk rules only call it): paths, run ids,
+the studies' expansion, the HPO searches and the arguments of every job's command.
+
+`Pipeline(config, basedir)` takes Snakemake's `config` dict (configs/defaults.yaml, validated
+against workflow/schemas/config.schema.yaml). Studies are read and expanded lazily, when a
+target asks for them: a broken study file stops only the targets that need it, with its
+message, while the DAG is built (before any job). Every problem raises PipelineError, which the
+workflow (workflow/rules/common.smk) turns into Snakemake's WorkflowError.
+
+Every command a job runs is `<python> -m grpo_research.cli <command> ...` (grpo_research/cli/).
+"""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from grpo_research import studies as S
+from grpo_research.config import load_config
+from grpo_research.errors import ConfigError
+
+HPO_PREFIX = "hpo-"  # the study `hpo-<search>`: a search's reruns of its best config and of the defaults
+RERUN_KINDS = ("default", "best")
+
+
+class PipelineError(Exception):
+    """A workflow config, study or target that cannot be planned; the message says why."""
+
+
+def q(items: Iterable[Any]) -> str:
+    """Shell-quote a list of arguments."""
+    return " ".join(shlex.quote(str(x)) for x in items)
+
+
+def alternation(names: Iterable[str]) -> str:
+    """A wildcard constraint matching exactly these names."""
+    return "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or "(?!x)x"
+
+
+@dataclass(frozen=True)
+class RunId:
+    """`<variant>-seed<N>`: a run of a study (grpo_research.studies names them so)."""
+
+    variant: str
+    seed: int
+
+    PATTERN = re.compile(r"^(?P<variant>.+)-seed(?P<seed>-?\d+)$")
+
+    @classmethod
+    def parse(cls, text: str) -> "RunId":
+        m = cls.PATTERN.match(text)
+        if not m:
+            raise PipelineError(f"run id {text!r} is not <variant>-seed<N>")
+        return cls(m["variant"], int(m["seed"]))
+
+    def __str__(self) -> str:
+        return f"{self.variant}-seed{self.seed}"
+
+
+@dataclass(frozen=True)
+class RerunId:
+    """`<method>-<default|best>-seed<N>`: a rerun of an HPO search, with the defaults or the best config."""
+
+    method: str
+    kind: str
+    seed: int
+
+    PATTERN = re.compile(r"^(?P<method>.+)-(?P<kind>default|best)-seed(?P<seed>-?\d+)$")
+
+    @classmethod
+    def parse(cls, text: str) -> "RerunId":
+        m = cls.PATTERN.match(text)
+        if not m:
+            raise PipelineError(f"rerun id {text!r} is not <method>-default-seed<N> or <method>-best-seed<N>")
+        return cls(m["method"], m["kind"], int(m["seed"]))
+
+    @property
+    def variant(self) -> str:
+        return f"{self.method}-{self.kind}"
+
+    def __str__(self) -> str:
+        return f"{self.variant}-seed{self.seed}"
+
+
+class Pipeline:
+    """The plan of the workflow for one Snakemake `config`."""
+
+    def __init__(self, config: dict[str, Any], basedir: str | Path):
+        self.config = config
+        self.basedir = Path(basedir).resolve()
+        self.python = config.get("python") or sys.executable
+        self.runs = config["runs_dir"].rstrip("/")
+        self.results = config["results_dir"].rstrip("/")
+        self.logs = config["logs_dir"].rstrip("/")
+        self.bench = config["benchmarks_dir"].rstrip("/")
+        self.resources = config["resources"]
+        self.study_schema = self.basedir / "workflow" / "schemas" / "study.schema.yaml"
+        self.study_files = S.find_studies(config["studies_dir"])
+        self.hpo = config["hpo"]
+        self.searches = self._searches()
+        self._raw: dict[str, dict] = {}
+        self._expanded: dict[str, S.Study] = {}
+
+    # ------------------------------------------------------------ studies
+    def raw_study(self, name: str) -> dict:
+        if name not in self.study_files:
+            raise PipelineError(f"unknown study {name!r}; studies in {self.config['studies_dir']}/: "
+                                f"{', '.join(self.study_files) or 'none'}")
+        if name not in self._raw:
+            try:
+                self._raw[name] = S.load_study_file(self.study_files[name], self.study_schema)
+            except S.StudyError as e:
+                raise PipelineError(f"study file invalid: {e}") from None
+        return self._raw[name]
+
+    def model_path(self, model: str) -> str:
+        """`model` of a study or search: a base model of `base_models` (built by build_base_model
+        into <runs>/_base/<name>) or a hub name / checkpoint dir given as is."""
+        return f"{self.runs}/_base/{model}" if model in self.config["base_models"] else model
+
+    def base_inputs(self, model: str) -> list[str]:
+        return [f"{self.runs}/_base/{model}/base_info.json"] if model in self.config["base_models"] else []
+
+    def study(self, name: str) -> S.Study:
+        """The expanded study (grpo_research.studies.Study)."""
+        if name not in self._expanded:
+            raw = self.raw_study(name)
+            try:
+                self._expanded[name] = S.expand_study(
+                    raw, name, path=self.study_files[name], model_path=self.model_path(raw.get("model", "tiny-arith")),
+                    run_overrides=self.config.get("run_overrides") or [], tracking=self.config["tracking"],
+                    threads=self.resources["train"]["threads"], only_methods=self.config.get("only_methods") or None,
+                    seeds=self.config.get("seeds") or None,
+                )
+            except S.StudyError as e:
+                raise PipelineError(f"study {name!r}: {e}") from None
+        return self._expanded[name]
+
+    def default_studies(self) -> list[str]:
+        return [s for s in self.study_files if self.raw_study(s).get("default", False)]
+
+    def selected_studies(self) -> list[str]:
+        """Studies of the `report` target: config `studies`, else those marked default."""
+        chosen = self.config.get("studies") or self.default_studies()
+        for s in chosen:
+            self.raw_study(s)  # unknown names fail here
+        return list(chosen)
+
+    @property
+    def all_study_names(self) -> list[str]:
+        return list(self.study_files) + [f"{HPO_PREFIX}{s}" for s in self.searches]
+
+    def report_path(self, name: str) -> str:
+        return f"{self.results}/{name}/report.html"
+
+    @property
+    def index_path(self) -> str:
+        return f"{self.results}/index.html"
+
+    # ------------------------------------------------------------ HPO searches
+    def _searches(self) -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        for s in self.hpo["searches"]:
+            name = f"{s['method']}-{s['task']}"
+            if name in out:
+                raise PipelineError(f"hpo.searches lists {name!r} twice")
+            out[name] = s
+        return out
+
+    def search_of(self, study_name: str) -> str | None:
+        """The search whose reruns the study `hpo-<search>` is, else None (an ordinary study)."""
+        if study_name.startswith(HPO_PREFIX) and study_name[len(HPO_PREFIX):] in self.searches:
+            return study_name[len(HPO_PREFIX):]
+        return None
+
+    def search_model(self, name: str) -> str:
+        s = self.searches[name]
+        return s.get("model") or f"tiny-{s['task']}"
+
+    def search_overrides(self, name: str) -> list[str]:
+        """Run config of every trial and rerun of a search (besides the tuned keys and the seed)."""
+        s = self.searches[name]
+        out = [S.override("model.name_or_path", self.model_path(self.search_model(name))),
+               S.override("task.name", s["task"]), *(self.config.get("run_overrides") or []),
+               *(self.hpo.get("overrides") or []), *(s.get("overrides") or []),
+               S.override("train.threads", self.resources["hpo"]["threads"])]
+        for key in ("wandb", "project"):
+            if self.config["tracking"].get(key):
+                out.append(S.override(f"tracking.{key}", self.config["tracking"][key]))
+        try:
+            load_config(None, [S.override("method", s["method"]), *out])
+        except ConfigError as e:
+            raise PipelineError(f"hpo search {name!r}: {e}") from None
+        return out
+
+    def storage_url(self, name: str) -> str:
+        return self.hpo["storage"].format(name=name, results_dir=self.results)
+
+    def search_space(self) -> dict[str, dict]:
+        """The search space: hpo.space over grpo_research.hpo.search.DEFAULT_SPACE, without the keys
+        set to null (config files merge mappings: null removes a key)."""
+        from grpo_research.hpo.search import DEFAULT_SPACE
+
+        merged = {**DEFAULT_SPACE, **(self.hpo.get("space") or {})}
+        space = {k: v for k, v in merged.items() if v is not None}
+        if not space:
+            raise PipelineError("hpo.space has no parameter left to search")
+        return space
+
+    def search_args(self, name: str) -> list[Any]:
+        """Arguments of `grpo-research hpo search` for a search: the values hpo sets; the rest are
+        the defaults of grpo_research.hpo.search.SearchSpec."""
+        h = self.hpo
+        args: list[Any] = ["--name", name, "--method", self.searches[name]["method"],
+                           "--out", f"{self.results}/hpo/{name}", "--runs", f"{self.runs}/_hpo/{name}",
+                           "--storage", self.storage_url(name), "--n-trials", h["n_trials"],
+                           "--budget-samples", h["budget_samples"]]
+        if h.get("eval_every_samples"):
+            args += ["--eval-every-samples", h["eval_every_samples"]]
+        args += ["--space", json.dumps(self.search_space())]
+        if h.get("pruner"):
+            args += ["--pruner", json.dumps(h["pruner"])]
+        for key in ("sampler_seed", "train_seed", "heartbeat_interval", "grace_period", "max_retry"):
+            if h.get(key) is not None:
+                args += [f"--{key.replace('_', '-')}", h[key]]
+        if h.get("exclusive"):
+            args.append("--exclusive")
+        return args + self.search_overrides(name)
+
+    def export_args(self, name: str) -> list[Any]:
+        return ["--name", name, "--method", self.searches[name]["method"], "--out", f"{self.results}/hpo/{name}",
+                "--storage", self.storage_url(name)]
+
+    def rerun_ids(self, name: str) -> list[str]:
+        m = self.searches[name]["method"]
+        return [str(RerunId(m, kind, seed)) for kind in RERUN_KINDS for seed in self.hpo["rerun"]["seeds"]]
+
+    def rerun(self, search: str, run_id: str) -> RerunId:
+        """The rerun `run_id` of `search` (PipelineError when the search has no such rerun)."""
+        if run_id not in self.rerun_ids(search):
+            raise PipelineError(f"{run_id!r} is not a rerun of search {search!r}: {self.rerun_ids(search)}")
+        return RerunId.parse(run_id)
+
+    def best_path(self, search: str) -> str:
+        return f"{self.results}/hpo/{search}/best.yaml"
+
+    def plots_path(self, search: str) -> str:
+        return f"{self.results}/hpo/{search}/plots"
+
+    def rerun_inputs(self, search: str, run_id: str) -> list[str]:
+        out = self.base_inputs(self.search_model(search))
+        if RerunId.PATTERN.match(run_id) and RerunId.parse(run_id).kind == "best":
+            out.append(self.best_path(search))
+        return out
+
+    def rerun_args(self, search: str, run_id: str) -> list[Any]:
+        """Arguments of `grpo-research study train-budget` for a rerun of a search."""
+        rerun = self.rerun(search, run_id)
+        rr = self.hpo["rerun"]
+        args: list[Any] = ["--budget-samples", rr["budget_samples"],
+                           "--run-dir", f"{self.runs}/{HPO_PREFIX}{search}/{run_id}"]
+        if rr.get("eval_every_samples"):
+            args += ["--eval-every-samples", rr["eval_every_samples"]]
+        if rerun.kind == "best":  # a new best config (a longer search) retrains; the old dir is kept aside
+            args += ["--config", self.best_path(search), "--replace-stale"]
+        args += [S.override("method", self.searches[search]["method"]), S.override("seed", rerun.seed),
+                 *self.search_overrides(search), S.override("tracking.group", f"{HPO_PREFIX}{search}"),
+                 S.override("tracking.tags", [f"config={rerun.kind}"]), "tracking.progress=false"]
+        return args
+
+    # ------------------------------------------------------------ what a study report needs
+    def study_runs(self, name: str) -> list[str]:
+        """Run ids of a study (or of an HPO rerun study `hpo-<search>`)."""
+        search = self.search_of(name)
+        if search is not None:
+            return self.rerun_ids(search)
+        return [r.run_id for r in self.study(name).runs]
+
+    def study_benchmarks(self, name: str) -> dict[str, dict | None]:
+        if self.search_of(name) is not None:
+            return self.hpo["rerun"].get("benchmarks") or {}
+        return self.study(name).benchmarks
+
+    def study_variants(self, name: str) -> list[str]:
+        search = self.search_of(name)
+        if search is not None:
+            m = self.searches[search]["method"]
+            return [f"{m}-{kind}" for kind in RERUN_KINDS]
+        return self.study(name).variants
+
+    def study_outputs(self, name: str) -> list[str]:
+        """Every file the report of a study aggregates: summaries and benchmark evaluations."""
+        out = []
+        for run_id in self.study_runs(name):
+            out.append(f"{self.runs}/{name}/{run_id}/summary.json")
+            out += [f"{self.runs}/{name}/{run_id}/eval/{b}.json" for b in self.study_benchmarks(name)]
+        return out
+
+    def report_args(self, name: str) -> list[Any]:
+        """Arguments of `grpo-research report study` for a study."""
+        a = self.config["analysis"]
+        args: list[Any] = ["--runs", f"{self.runs}/{name}", "--out", f"{self.results}/{name}", "--study", name,
+                           "--variants", ",".join(self.study_variants(name)),
+                           "--include", ",".join(self.study_runs(name)),
+                           "--n-boot", a["bootstrap"], "--seed", a["seed"], "--smooth", a["smooth_steps"]]
+        search = self.search_of(name)
+        if search is None:
+            args += ["--study-file", self.study_files[name]]
+        else:
+            args += ["--title", f"{name}: Optuna's best config vs the defaults",
+                     "--extra", f"Optuna search {search}={self.plots_path(search)}",
+                     "--extra-text", f"best.yaml={self.best_path(search)}"]
+        return args
+
+    def report_inputs(self, name: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"runs": self.study_outputs(name)}
+        search = self.search_of(name)
+        if search is not None:
+            out["hpo_plots"] = self.plots_path(search)
+            out["best"] = self.best_path(search)
+        return out
+
+    # ------------------------------------------------------------ training and evaluation jobs
+    def wall_inputs(self, study_name: str, run_id: str) -> list[str]:
+        """An equal-wall-time control waits for the runs whose training time it matches."""
+        spec = self.study(study_name).run(run_id)
+        if not spec.wall_match:
+            return []
+        return [f"{self.runs}/{study_name}/{r}/summary.json" for r in [*spec.wall_match, spec.wall_probe]]
+
+    def train_threads(self, study_name: str, run_id: str) -> int:
+        """Cores of a training job: `train.threads`, times `train.nproc_per_node` processes when
+        the run trains data-parallel (`train.launcher=torchrun`)."""
+        cfg = load_config(None, self.study(study_name).run(run_id).overrides)
+        per_process = cfg.train.threads or self.resources["train"]["threads"]
+        return per_process * (cfg.train.nproc_per_node if cfg.train.launcher == "torchrun" else 1)
+
+    def train_args(self, study_name: str, run_id: str) -> list[Any]:
+        """Arguments of `grpo-research` for a training job: `train`, or `study train-wall` for an
+        equal-wall-time control."""
+        spec = self.study(study_name).run(run_id)
+        run_dir = f"{self.runs}/{study_name}/{run_id}"
+        if spec.wall_match:
+            args = ["study", "train-wall", "--probe", f"{self.runs}/{study_name}/{spec.wall_probe}"]
+            for r in spec.wall_match:
+                args += ["--match", f"{self.runs}/{study_name}/{r}"]
+            return [*args, "--run-dir", run_dir, *spec.overrides]
+        return ["train", "--run-dir", run_dir, *spec.overrides]
+
+    def eval_args(self, study_name: str, benchmark: str) -> list[Any]:
+        """The study's options of a benchmark as `grpo-research eval` arguments."""
+        benchmarks = self.study_benchmarks(study_name)
+        if benchmark not in benchmarks:
+            raise PipelineError(f"study {study_name!r} lists no benchmark {benchmark!r}")
+        opts = benchmarks.get(benchmark) or {}
+        args: list[Any] = []
+        for key, flag in (("data", "--data"), ("n", "--n"), ("samples", "--samples"),
+                          ("temperature", "--temperature"), ("max_new_tokens", "--max-new-tokens")):
+            if opts.get(key) is not None:
+                args += [flag, opts[key]]
+        return args
