@@ -36,3 +36,17 @@ def test_a_new_key_away_from_its_default_or_a_changed_value_is_refused(tmp_path)
     (run / "config.yaml").write_text("- not\n- a config\n")
     with pytest.raises(UsageError, match="is not a config"):
         check_run_dir(run, cfg)
+
+
+def test_train_resumes_a_run_dir_of_an_earlier_version(tiny_model_dir, tmp_path):
+    from grpo_research.cli import main
+    from tests.helpers import fast_run
+
+    run = tmp_path / "run"
+    args = ["train", "--run-dir", str(run), f"model.name_or_path={tiny_model_dir}", *fast_run("train.steps=2")]
+    assert main(args) == 0
+    data = yaml.safe_load((run / "config.yaml").read_text())
+    del data["train"]["lock_wait"]  # as an earlier version wrote it
+    (run / "config.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    assert main(args) == 0  # counts as the same run: done, nothing retrained
+    assert main([*args, "train.steps=3"]) == 2  # a real difference is still refused

@@ -7,39 +7,14 @@ model, print the resolved config (or the table of every key).
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import sys
 from pathlib import Path
 
 from grpo_research.cli.common import quiet_libraries
-from grpo_research.config import RunConfig, key_table, load_config
+from grpo_research.config import key_table, load_config
 from grpo_research.errors import ConfigError, UsageError
-from grpo_research.files import write_text_atomic
-
-
-def check_run_dir(run_dir: Path, cfg: RunConfig) -> None:
-    """A run dir may be new, or hold exactly this config (then the run resumes)."""
-    if run_dir.exists() and not run_dir.is_dir():
-        raise UsageError(f"run dir {run_dir} exists and is not a directory")
-    saved = run_dir / "config.yaml"
-    if saved.exists():
-        old, new = saved.read_text(), cfg.dump()
-        if old != new:
-            diff = [l for l in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0)
-                    if l[:1] in "+-" and not l.startswith(("+++", "---"))]
-            raise UsageError(
-                f"run dir {run_dir} already holds a different config ({'; '.join(diff[:4])}); "
-                "use another --run-dir or the same config to resume"
-            )
-
-
-def write_config(run_dir: Path, cfg: RunConfig) -> None:
-    """config.yaml of a new run (a resumed run's is left as it is: it holds the same config)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / "config.yaml"
-    if not path.exists():
-        write_text_atomic(path, cfg.dump())
+from grpo_research.rundir import check_run_dir, write_config
 
 
 def record_usage_exit(code: int) -> None:
