@@ -37,6 +37,9 @@ trains the equal-wall-time control: steps = (the longest summed `step_s` of the 
 (the median `step_s` of the --probe run), evaluated `--evals` times; it first writes
 `wall_budget.json` (target seconds, matched runs, steps) into the run dir, which marks the run
 as the equal-wall-time control for the analysis.
+
+Over 400 lines for now (419): loading, expansion and the budget arithmetic of studies; the
+equal-wall-time control's arithmetic is the seam to split next.
 """
 from __future__ import annotations
 

@@ -12,6 +12,9 @@ listed (overlapping intervals: no difference shown at this number of seeds).
 
 Cost table: per variant, the mean over seeds of each run's peak memory, model state, seconds
 per step, generation throughput and MFU (the trainer's `cost/` keys).
+
+Over 400 lines for now: the curves, the final table, the cost table and the gains table share
+one long-format frame and its seed pairing; the statistics issue (the atlas) splits it.
 """
 from __future__ import annotations
 

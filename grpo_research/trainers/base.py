@@ -15,6 +15,9 @@ Shared by the RL methods (`samples_policy`): `rollout_and_score` (G completions 
 scored by the task's verifier; DAPO's dynamic sampling refills the batch from more prompts,
 and every generated completion counts in `samples`) and `rl_row` (the step's metrics row,
 global values under data parallelism).
+
+Over 400 lines on purpose: everything every method shares lives here, so that a method's own
+module holds only its step.
 """
 from __future__ import annotations
 
