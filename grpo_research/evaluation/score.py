@@ -159,19 +159,10 @@ def read_predictions(path: Path) -> tuple[list[dict], list[str]]:
             lines = f.read().split("\n")  # not splitlines(): U+2028 may sit inside a string
     except (OSError, UnicodeDecodeError, EOFError) as e:
         raise UsageError(f"{path}: cannot read ({e})") from None
-    rows, labels = [], []
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        label = f"{path}, line {lineno}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UsageError(f"{label}: invalid JSON ({e.msg})") from None
-        if not isinstance(obj, dict):
-            raise UsageError(f"{label}: expected a JSON object")
-        rows.append(obj)
-        labels.append(label)
+    from grpo_research.tasks.loading import read_json_lines
+
+    records = read_json_lines(lines, str(path), error=UsageError)
+    rows, labels = [r for _, r in records], [where for where, _ in records]
     if not rows:
         raise UsageError(f"{path}: no predictions")
     return rows, labels

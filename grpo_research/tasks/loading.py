@@ -23,7 +23,10 @@ Record = tuple[str, dict[str, Any]]  # (where, e.g. "data/test.jsonl, line 3"; t
 _SUFFIXES = (".jsonl", ".json", ".gz", ".parquet")
 
 
-def _read_json_lines(lines, label: str) -> list[Record]:
+def read_json_lines(lines, label: str, error: type[Exception] = None) -> list[Record]:
+    """(where, object) of every non-blank line; a line that is not a JSON object raises `error`
+    (default DataError) naming the file and line."""
+    error = error or DataError
     records = []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -32,9 +35,9 @@ def _read_json_lines(lines, label: str) -> list[Record]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
-            raise DataError(f"{where}: invalid JSON ({e.msg})") from None
+            raise error(f"{where}: invalid JSON ({e.msg})") from None
         if not isinstance(obj, dict):
-            raise DataError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+            raise error(f"{where}: expected a JSON object, got {type(obj).__name__}")
         records.append((where, obj))
     return records
 
@@ -74,7 +77,7 @@ def read_records(path: str | os.PathLike) -> list[Record]:
             return [(f"{label}, record {i}", rec) for i, rec in enumerate(obj, 1)]
         if isinstance(obj, dict):
             return [(f"{label}, line 1", obj)]
-    return _read_json_lines(text.split("\n"), label)  # not splitlines(): U+2028 may sit inside a string
+    return read_json_lines(text.split("\n"), label)  # not splitlines(): U+2028 may sit inside a string
 
 
 def load_hub(name: str, config: str | None, split: str) -> list[Record]:
