@@ -5,7 +5,9 @@
                        [--data PATH] [--n N] [--samples K] [--temperature T] [--seed S]
                        [--max-new-tokens M] [--batch-size B] [--threads N] [--config RUN.yaml]
 
-Usage errors print one `error: ...` line and exit with status 2.
+Usage errors print one `error: ...` line and exit with status 2, before any work: bad numbers
+(--samples > 1 needs a --temperature above 0; --samples 1 is greedy and takes none), and an
+--out that cannot be written or is one of the inputs (a file of the checkpoint, --config, --data).
 """
 from __future__ import annotations
 
@@ -20,12 +22,12 @@ def build_parser() -> Parser:
     p = Parser(prog="grpo-research eval", description="Generate on a benchmark from a checkpoint and score it.")
     p.add_argument("--checkpoint", required=True, type=Path, help="HF checkpoint dir or a run dir (uses its model/)")
     p.add_argument("--benchmark", required=True, help="task name: arith, code, gsm8k, math500, humaneval, mbpp, ...")
-    p.add_argument("--out", required=True, type=Path, help="summary JSON (samples and predictions are written beside it)")
+    p.add_argument("--out", required=True, help="summary JSON (samples and predictions are written beside it)")
     p.add_argument("--data", help="benchmark data: local file or folder, or a Hugging Face dataset name")
     p.add_argument("--config", type=Path, help="the run's config.yaml (default: found beside the checkpoint)")
     p.add_argument("--n", type=int, help="evaluate the first N held-out problems (default: all)")
     p.add_argument("--samples", type=int, default=1, help="completions per problem (1: greedy)")
-    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature when --samples > 1")
+    p.add_argument("--temperature", type=float, help="sampling temperature (> 0), required with --samples > 1")
     p.add_argument("--seed", type=int, default=0, help="sampler seed when --samples > 1")
     p.add_argument("--max-new-tokens", type=int, help="default: the run's rollout.max_new_tokens, else 512")
     p.add_argument("--batch-size", type=int, default=256, help="prompts per generate() call")
@@ -35,14 +37,18 @@ def build_parser() -> Parser:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from grpo_research.evaluation.generate import evaluate_checkpoint
-    from grpo_research.evaluation.score import summary_line, write_results
+    from grpo_research.evaluation.generate import check_args, evaluate_checkpoint
+    from grpo_research.evaluation.score import check_outputs, report_sandbox_errors, summary_line, write_results
 
+    check_args(args)
+    out = check_outputs(args.out, [args.checkpoint, args.config], args.data, predictions=True)  # before any work
     result = evaluate_checkpoint(args)
     s = result["summary"]
-    write_results(args.out, s, result["rows"], result["predictions"])
+    write_results(out, s, result["rows"], result["predictions"])
+    if not report_sandbox_errors(s, out):
+        return 1
     print(f"{summary_line(s)} over {s['n_tasks']} tasks, {s['n_samples']} samples, "
-          f"generation {s['generate_s']:.1f}s -> {args.out}")
+          f"generation {s['generate_s']:.1f}s -> {out}")
     return 0
 
 

@@ -31,20 +31,16 @@ def build_parser() -> Parser:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from grpo_research.evaluation.score import (check_outputs, make_task, read_predictions, samples_path,
+    from grpo_research.evaluation.score import (check_outputs, make_task, read_predictions, report_sandbox_errors,
                                                 score_predictions, summary_line, write_results)
 
-    out = check_outputs(args.out, args.predictions, args.data)  # before any grading
+    out = check_outputs(args.out, [args.predictions], args.data)  # before any grading
     predictions, labels = read_predictions(args.predictions)
     task = make_task(args.benchmark, args.data, args.workers, args.timeout)
     summary, rows = score_predictions(task, predictions, labels)
     write_results(out, summary, rows)
-    if summary["sandbox_errors"] and summary["n_samples"] == 0:
-        print(f"error: all {summary['sandbox_errors']} graded predictions hit sandbox errors (an infrastructure failure, not "
-              f"wrong answers): nothing was scored; see {samples_path(out)}", file=sys.stderr)
+    if not report_sandbox_errors(summary, out):
         return 1
-    if summary["sandbox_errors"]:
-        print(f"warning: {summary['sandbox_errors']} predictions hit sandbox errors twice; not scored", file=sys.stderr)
     print(f"{summary_line(summary)} over {summary['n_tasks']} tasks, {summary['n_samples']} samples,"
           f" {summary['missing_tasks']} missing, {summary['elapsed_s']:.1f}s -> {out}")
     return 0

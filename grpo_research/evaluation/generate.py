@@ -63,6 +63,38 @@ def _build_task(name: str, data: str | None, run_cfg):
         raise UsageError(str(e)) from None
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse, before any work, options that cannot mean what they say (UsageError, one line)."""
+    import math
+
+    for flag, value in (("--samples", args.samples), ("--n", args.n), ("--batch-size", args.batch_size),
+                        ("--max-new-tokens", args.max_new_tokens)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be at least 1, got {value}")
+    if args.threads < 0:
+        raise UsageError(f"--threads must be 0 (torch's default) or more, got {args.threads}")
+    if not 0 <= args.seed < 2**63:
+        raise UsageError(f"--seed must be in [0, 2**63), got {args.seed}")
+    t = args.temperature
+    if args.samples == 1:
+        if t is not None:
+            raise UsageError("--temperature applies only with --samples > 1 (--samples 1 decodes greedily)")
+    elif t is None or not math.isfinite(t) or t <= 0:
+        raise UsageError(f"--samples {args.samples} samples at a temperature, which must be a finite number above 0, "
+                         f"got {t}" + (" (temperature 0 is greedy: use --samples 1)" if t == 0 else ""))
+
+
+def _check_context(model, tokenizer, problems, max_new: int) -> None:
+    """The longest prompt plus max_new must fit the model's context."""
+    ctx = getattr(model.config, "max_position_embeddings", None)
+    if not ctx or not problems:
+        return
+    longest = max(len(ids) for ids in tokenizer([p.prompt for p in problems], add_special_tokens=False)["input_ids"])
+    if longest + max_new > ctx:
+        raise UsageError(f"--max-new-tokens {max_new} plus the longest prompt ({longest} tokens) exceeds the "
+                         f"model's context of {ctx} tokens")
+
+
 def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
     """Generate on `args.benchmark` from `args.checkpoint` and grade (the options of
     `grpo-research eval`, grpo_research/cli/eval.py); returns {summary, rows, predictions}."""
@@ -81,8 +113,7 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
     from grpo_research.rollout import generate
     from grpo_research.trainers.common import step_seed
 
-    if args.samples < 1 or (args.n is not None and args.n < 1) or args.batch_size < 1:
-        raise UsageError("--samples, --n and --batch-size must be at least 1")
+    check_args(args)
     model_dir, cfg_path = _resolve(args.checkpoint, args.config)
     run_cfg = None
     if cfg_path is not None:
@@ -99,6 +130,7 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
         torch.set_num_threads(args.threads)
     model, tokenizer = load_causal_lm(model_dir, run_cfg.model.dtype if run_cfg is not None else "float32")
     model.eval()
+    _check_context(model, tokenizer, problems, max_new)
     greedy = args.samples == 1
     t0 = time.perf_counter()
     predictions: list[dict] = []

@@ -30,6 +30,7 @@ from __future__ import annotations
 import gzip
 import inspect
 import json
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -180,13 +181,16 @@ def predictions_path(out: Path) -> Path:
     return out.with_name(stem + ".predictions.jsonl")
 
 
-def check_outputs(out: str, predictions: Path, data: str | None) -> Path:
-    """OUT (returned as a Path) and OUT.samples.jsonl, checked before any grading: writable, and
-    never one of the inputs (the predictions, the data file or a file of the data folder)."""
-    inputs = [predictions] + ([Path(data)] if data and Path(data).exists() else [])
-    data_files = [p for d in inputs[1:] if d.is_dir() for p in d.rglob("*") if p.is_file()]
-    out_path = check_output(out, inputs + data_files, "--out")
-    check_output(samples_path(out_path), inputs + data_files, "--out (its .samples.jsonl)")
+def check_outputs(out: str, inputs: list, data: str | None, predictions: bool = False) -> Path:
+    """OUT (returned as a Path), OUT.samples.jsonl and, with `predictions`, OUT.predictions.jsonl,
+    checked before any work: writable, and never one of the inputs (`inputs`: files or folders,
+    every file of a folder counted; the data file or every file of the data folder)."""
+    given = [Path(p) for p in inputs if p is not None] + ([Path(data)] if data and Path(data).exists() else [])
+    files = given + [f for d in given if d.is_dir() for f in d.rglob("*") if f.is_file()]
+    out_path = check_output(out, files, "--out")
+    check_output(samples_path(out_path), files, "--out (its .samples.jsonl)")
+    if predictions:
+        check_output(predictions_path(out_path), files, "--out (its .predictions.jsonl)")
     return out_path
 
 
@@ -198,6 +202,18 @@ def write_results(out: Path, summary: dict, rows: list[dict], predictions: list[
         write_text_atomic(predictions_path(out), "".join(json.dumps(p) + "\n" for p in predictions))
     write_text_atomic(samples_path(out), "".join(json.dumps(r) + "\n" for r in rows))
     write_text_atomic(out, json.dumps(summary, indent=2) + "\n")
+
+
+def report_sandbox_errors(summary: dict, out: Path) -> bool:
+    """Print what the sandbox errors of a scoring mean; False when every graded prediction hit
+    one (an infrastructure failure, not wrong answers: the command must fail, exit 1)."""
+    if summary["sandbox_errors"] and summary["n_samples"] == 0:
+        print(f"error: all {summary['sandbox_errors']} graded predictions hit sandbox errors (an infrastructure failure, "
+              f"not wrong answers): nothing was scored; see {samples_path(out)}", file=sys.stderr)
+        return False
+    if summary["sandbox_errors"]:
+        print(f"warning: {summary['sandbox_errors']} predictions hit sandbox errors twice; not scored", file=sys.stderr)
+    return True
 
 
 def summary_line(summary: dict) -> str:
