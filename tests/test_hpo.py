@@ -3,6 +3,7 @@ written; an interrupted search resumes without losing or repeating finished tria
 left RUNNING by a killed search is retried in its own run dir; pruning kills a bad trial."""
 import json
 import os
+import re
 import sys
 import textwrap
 import threading
@@ -15,7 +16,7 @@ from optuna.trial import TrialState
 
 from grpo_research.config import load_config
 from grpo_research.hpo import SearchSpec, export_study, run_search, suggest_overrides
-from grpo_research.hpo.search import open_study
+from grpo_research.hpo.search import make_storage, open_study
 
 SPACE = {
     "algo.group_size": {"type": "categorical", "choices": [2, 4]},
@@ -221,3 +222,86 @@ def test_killed_worker_trial_is_failed_and_retried_by_the_survivor(tiny_model_di
             optuna.delete_study(study_name=name, storage=os.environ["GRPO_RESEARCH_PG_URL"])
         except KeyError:
             pass
+
+
+@pytest.mark.parametrize("url, needle", [
+    ("postgresql+psycopg2://u:secret@127.0.0.1:1/db", "--storage postgresql+psycopg2://u:***@127.0.0.1:1/db: cannot "
+                                                      "open the Optuna storage (connection to server"),
+    ("nonsense", "not a database URL"),
+    ("sqlite:////proc/no/such/optuna.db", "cannot create /proc/no/such"),
+])
+def test_an_unreachable_storage_is_one_line_and_exit_2(tmp_path, url, needle):
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "grpo_research.cli", "hpo", "search", "--name", "t", "--method", "grpo",
+                           "--out", str(tmp_path / "out"), "--n-trials", "1", "--budget-samples", "16",
+                           "--storage", url], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and needle in proc.stderr, proc.stderr
+    assert "secret" not in proc.stderr
+
+
+@pytest.mark.skipif(not os.environ.get("GRPO_RESEARCH_PG_URL"),
+                    reason="no PostgreSQL URL (eval \"$(scripts/start_postgres.sh)\" sets GRPO_RESEARCH_PG_URL)")
+def test_workers_opening_a_fresh_postgres_database_at_once_do_not_race_on_the_schema():
+    """Six workers create Optuna's schema in a new, empty database at the same moment. Without
+    the advisory lock in make_storage five of six failed with UniqueViolation (CREATE TYPE
+    studydirection)."""
+    import sqlalchemy
+
+    url = sqlalchemy.engine.make_url(os.environ["GRPO_RESEARCH_PG_URL"])
+    db = f"race_{uuid.uuid4().hex[:8]}"
+    admin = sqlalchemy.create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(sqlalchemy.text(f"CREATE DATABASE {db}"))
+    fresh = url.set(database=db).render_as_string(hide_password=False)
+    barrier, errors = threading.Barrier(6), []
+
+    def open_storage():
+        barrier.wait()
+        try:
+            make_storage(fresh)
+        except Exception as e:  # noqa: BLE001  (any failure is what this test looks for)
+            errors.append(repr(e)[:300])
+
+    try:
+        workers = [threading.Thread(target=open_storage) for _ in range(6)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(timeout=120)
+        assert errors == []
+        optuna.create_study(study_name="after-race", storage=make_storage(fresh))  # the schema is whole
+    finally:
+        with admin.connect() as c:
+            c.execute(sqlalchemy.text(f"DROP DATABASE {db} WITH (FORCE)"))
+        admin.dispose()
+
+
+def test_export_of_a_study_that_does_not_exist_is_one_line(tmp_path):
+    import subprocess
+
+    def export(storage, name="nosuch"):
+        return subprocess.run([sys.executable, "-m", "grpo_research.cli", "hpo", "export", "--name", name, "--method",
+                               "grpo", "--out", str(tmp_path / "out"), "--storage", storage],
+                              capture_output=True, text=True, timeout=120)
+
+    db = tmp_path / "none.db"
+    proc = export(f"sqlite:///{db}")
+    assert proc.returncode == 2 and "no such database file" in proc.stderr and proc.stderr.count("\n") == 1
+    assert not db.exists()  # not created by looking
+    optuna.create_study(study_name="other", storage=f"sqlite:///{db}")
+    proc = export(f"sqlite:///{db}")
+    assert proc.returncode == 2 and "holds no study 'nosuch'; it holds: other" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("pruner, needle", [
+    ({"type": "medain"}, "unknown type 'medain'"), ({"n_startup": 3}, "expected a mapping of"),
+    ({"n_startup_trials": -1}, "n_startup_trials must be an integer of 0 or more"),
+    ({"type": "percentile", "percentile": 100}, "percentile must be in (0, 100)"),
+])
+def test_a_bad_pruner_is_refused_with_its_key(pruner, needle):
+    from grpo_research.errors import ConfigError
+    from grpo_research.hpo.search import make_pruner
+
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        make_pruner(pruner)

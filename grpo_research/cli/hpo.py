@@ -30,13 +30,20 @@ OPTIONAL_FIELDS = ("eval_every_samples", "sampler_seed", "train_seed", "heartbea
                    "max_retry", "exclusive")
 
 
-def yaml_arg(text: str) -> dict:
-    """A mapping given inline as YAML/JSON or as the path of a .yaml/.yml/.json file."""
+def yaml_arg(text: str, flag: str) -> dict:
+    """A mapping given inline as YAML/JSON or as the path of a .yaml/.yml/.json file (ConfigError
+    naming `flag` when it is neither)."""
+    from grpo_research.typed_config import load_yaml, parse_yaml
+
     path = Path(text)
-    data = yaml.safe_load(path.read_text()) if path.suffix in (".yaml", ".yml", ".json") and path.exists() \
-        else yaml.safe_load(text)
+    if path.suffix in (".yaml", ".yml", ".json"):
+        if not path.is_file():
+            raise ConfigError(f"{flag} {text}: no such file")
+        data = load_yaml(path)
+    else:
+        data = parse_yaml(text, flag)
     if not isinstance(data, dict):
-        raise ConfigError(f"expected a mapping, got {text!r}")
+        raise ConfigError(f"{flag}: expected a mapping, got {text!r}")
     return data
 
 
@@ -47,12 +54,12 @@ def make_spec(args: argparse.Namespace):
     space = getattr(args, "space", None)
     optional = {k: getattr(args, k, None) for k in OPTIONAL_FIELDS}
     if getattr(args, "pruner", None) is not None:
-        optional["pruner"] = yaml_arg(args.pruner)
+        optional["pruner"] = yaml_arg(args.pruner, "--pruner")
     return SearchSpec(
         name=args.name, method=args.method, storage=storage, out_dir=Path(args.out),
         runs_dir=Path(getattr(args, "runs", None) or Path(args.out) / "trials"),
         n_trials=getattr(args, "n_trials", 0) or 0, budget_samples=getattr(args, "budget_samples", 0) or 0,
-        space=yaml_arg(space) if space is not None else DEFAULT_SPACE,
+        space=yaml_arg(space, "--space") if space is not None else DEFAULT_SPACE,
         overrides=list(getattr(args, "overrides", []) or []),
         **{k: v for k, v in optional.items() if v is not None},
     )
@@ -61,11 +68,12 @@ def make_spec(args: argparse.Namespace):
 def cmd_search(args: argparse.Namespace) -> int:
     from grpo_research.config import load_config
     from grpo_research.files import write_text_atomic
-    from grpo_research.hpo.search import finished, run_search
+    from grpo_research.hpo.search import check_space, finished, run_search
     from grpo_research.studies import override
 
     spec = make_spec(args)
     load_config(None, [override("method", spec.method), *spec.overrides])  # fail fast on a bad key
+    check_space(spec.space, spec.method, spec.overrides, "--space")
     study = run_search(spec)
     spec.out_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(spec.out_dir / "trials.csv", study.trials_dataframe().to_csv(index=False))

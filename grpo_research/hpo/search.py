@@ -1,6 +1,7 @@
 """The Optuna search: space, storage, sampler, pruner, the trial objective, export and plots."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -16,6 +17,7 @@ from typing import Any
 import yaml
 
 from grpo_research.config import load_config
+from grpo_research.errors import ConfigError, UsageError
 from grpo_research.files import write_text_atomic
 from grpo_research.studies import budget_overrides, format_value, override
 from grpo_research.tracking import read_metrics_since
@@ -69,6 +71,59 @@ def spec_default(name: str) -> Any:
 
 
 # ---------------------------------------------------------------- space
+SPACE_KEYS = {"categorical": {"type", "choices"}, "int": {"type", "low", "high", "step", "log"},
+              "float": {"type", "low", "high", "step", "log"}}
+
+
+def check_space(space: Any, method: str, overrides: list[str] = (), where: str = "search space") -> None:
+    """Refuse, before any trial, a space that cannot be searched: ConfigError naming the entry.
+    Each entry is {type: categorical, choices: [...]} or {type: int|float, low, high[, step, log]};
+    every key must be a run-config key, and every choice and both bounds valid values of it for
+    `method` (checked by building the run config with that value)."""
+    import math
+
+    if not isinstance(space, dict) or not space:
+        raise ConfigError(f"{where}: expected a non-empty mapping of config key -> range, got {space!r}")
+    for key, spec in space.items():
+        at = f"{where} entry {key!r}"
+        if not isinstance(spec, dict) or spec.get("type") not in SPACE_KEYS:
+            raise ConfigError(f"{at}: expected a mapping with type categorical, int or float, got {spec!r}")
+        kind = spec["type"]
+        unknown = set(spec) - SPACE_KEYS[kind]
+        if unknown:
+            raise ConfigError(f"{at}: unknown field(s) {', '.join(sorted(map(str, unknown)))} for type {kind} "
+                              f"(allowed: {', '.join(sorted(SPACE_KEYS[kind]))})")
+        if kind == "categorical":
+            values = spec.get("choices")
+            if not isinstance(values, list) or not values:
+                raise ConfigError(f"{at}: choices must be a non-empty list")
+        else:
+            missing = [f for f in ("low", "high") if f not in spec]
+            if missing:
+                raise ConfigError(f"{at}: missing {' and '.join(missing)}")
+            low, high = spec["low"], spec["high"]
+            number = int if kind == "int" else (int, float)
+            for name, v in (("low", low), ("high", high), ("step", spec.get("step", 1))):
+                if isinstance(v, bool) or not isinstance(v, number) or not math.isfinite(v):
+                    raise ConfigError(f"{at}: {name} must be a finite {'integer' if kind == 'int' else 'number'}, got {v!r}")
+            if low > high:
+                raise ConfigError(f"{at}: low {low} is above high {high}")
+            if spec.get("step") is not None and spec["step"] <= 0:
+                raise ConfigError(f"{at}: step must be above 0, got {spec['step']}")
+            if not isinstance(spec.get("log", False), bool):
+                raise ConfigError(f"{at}: log must be true or false")
+            if spec.get("log") and low <= 0:
+                raise ConfigError(f"{at}: a log range needs low above 0, got {low}")
+            if spec.get("log") and spec.get("step") is not None and kind == "float":
+                raise ConfigError(f"{at}: a float range cannot have both step and log")
+            values = [low, high]
+        for v in values:
+            try:
+                load_config(None, [override("method", method), *overrides, override(key, v)])
+            except ConfigError as e:
+                raise ConfigError(f"{at}: the value {v!r} is not a valid run config ({e})") from None
+
+
 def suggest_overrides(trial, space: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Config key -> suggested value, one Optuna parameter per key (named by the key)."""
     values: dict[str, Any] = {}
@@ -117,7 +172,10 @@ def make_storage(url: str, heartbeat_interval: int = 60, grace_period: int = 180
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
         if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise UsageError(f"--storage {url}: cannot create {Path(path).parent} ({e.strerror})") from None
     engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
     callback = _retry_callback(max_retry)
     kwargs = {"heartbeat_interval": heartbeat_interval, "grace_period": grace_period}
@@ -125,18 +183,64 @@ def make_storage(url: str, heartbeat_interval: int = 60, grace_period: int = 180
 
     params = inspect.signature(st.RDBStorage).parameters
     key = "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in params else "failed_trial_callback"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return st.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs, **{key: callback})
+    import sqlalchemy
+    import sqlalchemy.exc
+
+    try:
+        shown = sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+    except sqlalchemy.exc.ArgumentError:
+        raise UsageError(f"--storage {url!r}: not a database URL (e.g. sqlite:///results/hpo/optuna.db or "
+                         "postgresql+psycopg2://user@host/db)") from None
+    try:
+        with warnings.catch_warnings(), _schema_lock(url, engine_kwargs):
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return st.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs, **{key: callback})
+    except (sqlalchemy.exc.SQLAlchemyError, ImportError) as e:
+        reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
+        raise UsageError(f"--storage {shown}: cannot open the Optuna storage ({reason})") from None
+
+
+SCHEMA_LOCK_KEY = 0x6772706F  # pg_advisory_lock key of Optuna's schema creation ("grpo")
+
+
+@contextlib.contextmanager
+def _schema_lock(url: str, engine_kwargs: dict):
+    """On PostgreSQL, hold a session advisory lock while Optuna creates its schema: two workers
+    on a fresh database otherwise race on `CREATE TYPE` (UniqueViolation). Elsewhere a no-op
+    (SQLite serialises writers itself)."""
+    if not url.startswith("postgresql"):
+        yield
+        return
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url, **engine_kwargs)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": SCHEMA_LOCK_KEY})
+            try:
+                yield
+            finally:
+                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": SCHEMA_LOCK_KEY})
+    finally:
+        engine.dispose()
 
 
 def make_pruner(spec: dict[str, Any]):
     import optuna
 
+    allowed = {"type", "n_startup_trials", "n_warmup_samples", "percentile"}
+    if not isinstance(spec, dict) or set(spec) - allowed:
+        raise ConfigError(f"pruner: expected a mapping of {', '.join(sorted(allowed))}, got {spec!r}")
     spec = {**DEFAULT_PRUNER, **spec}
     kind = spec["type"]
-    startup = int(spec["n_startup_trials"])
-    warmup = int(spec["n_warmup_samples"])
+    for key in ("n_startup_trials", "n_warmup_samples"):
+        if isinstance(spec[key], bool) or not isinstance(spec[key], int) or spec[key] < 0:
+            raise ConfigError(f"pruner: {key} must be an integer of 0 or more, got {spec[key]!r}")
+    startup = spec["n_startup_trials"]
+    warmup = spec["n_warmup_samples"]
+    if kind == "percentile" and not (isinstance(spec.get("percentile", 50.0), (int, float))
+                                     and 0 < spec.get("percentile", 50.0) < 100):
+        raise ConfigError(f"pruner: percentile must be in (0, 100), got {spec.get('percentile')!r}")
     if kind == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=startup, n_warmup_steps=warmup)
     if kind == "percentile":
@@ -144,18 +248,26 @@ def make_pruner(spec: dict[str, Any]):
                                                n_warmup_steps=warmup)
     if kind == "none":
         return optuna.pruners.NopPruner()
-    raise ValueError(f"unknown pruner {kind!r}")
+    raise ConfigError(f"pruner: unknown type {kind!r} (median, percentile or none)")
 
 
 def open_study(spec: SearchSpec, create: bool = True):
     import optuna
 
+    pruner = make_pruner(spec.pruner)
+    if not create and spec.storage.startswith("sqlite:///") and not Path(spec.storage[len("sqlite:///"):]).is_file():
+        raise UsageError(f"--storage {spec.storage}: no such database file (nothing has been searched there)")
     storage = make_storage(spec.storage, spec.heartbeat_interval, spec.grace_period, spec.max_retry)
     sampler = optuna.samplers.TPESampler(seed=spec.sampler_seed)
     if create:
         return optuna.create_study(study_name=spec.name, storage=storage, sampler=sampler,
-                                   pruner=make_pruner(spec.pruner), direction="maximize", load_if_exists=True)
-    return optuna.load_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=make_pruner(spec.pruner))
+                                   pruner=pruner, direction="maximize", load_if_exists=True)
+    try:
+        return optuna.load_study(study_name=spec.name, storage=storage, sampler=sampler, pruner=pruner)
+    except KeyError:
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+        raise UsageError(f"--storage {spec.storage} holds no study {spec.name!r}; it holds: "
+                         f"{', '.join(names) or 'none'}") from None
 
 
 def finished(study) -> list:
