@@ -26,6 +26,9 @@ sys.path.insert(0, str(Path(workflow.basedir).resolve()))  # grpo_research (grpo
 configfile: str(Path(workflow.basedir) / "configs" / "defaults.yaml")
 
 
+from grpo_research.pipeline import coerce_command_line
+
+coerce_command_line(config)  # `--config seeds='[4, 5]'`: Snakemake reads the items as strings
 validate(config, "workflow/schemas/config.schema.yaml")
 
 

@@ -27,6 +27,27 @@ HPO_PREFIX = "hpo-"  # the study `hpo-<search>`: a search's reruns of its best c
 RERUN_KINDS = ("default", "best")
 
 
+def _marked_default(path: Path) -> bool:
+    """Whether a study file says `default: true`, read leniently (for a file that fails checks)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        return False
+    return isinstance(data, dict) and data.get("default") is True
+
+
+def coerce_command_line(config: dict[str, Any]) -> dict[str, Any]:
+    """`--config seeds='[4, 5]'` arrives as ['4', '5'] (Snakemake reads a list's items as
+    strings): integer strings of `seeds` become integers, before the schema checks the config."""
+    seeds = config.get("seeds")
+    if isinstance(seeds, list):
+        config["seeds"] = [int(x) if isinstance(x, str) and re.fullmatch(r"[+-]?\d+", x.strip()) else x
+                           for x in seeds]
+    return config
+
+
 class PipelineError(Exception):
     """A workflow config, study or target that cannot be planned; the message says why."""
 
@@ -104,6 +125,7 @@ class Pipeline:
         self.searches = self._searches()
         self._raw: dict[str, dict] = {}
         self._expanded: dict[str, S.Study] = {}
+        self._checked_benchmarks: set[tuple] = set()
 
     # ------------------------------------------------------------ studies
     def raw_study(self, name: str) -> dict:
@@ -138,10 +160,78 @@ class Pipeline:
                 )
             except S.StudyError as e:
                 raise PipelineError(f"study {name!r}: {e}") from None
+            where = f"study {name!r} ({self.study_files[name]})"
+            self.check_model(raw.get("model", "tiny-arith"), f"{where}: model")
+            expanded = self._expanded[name]
+            task = load_config(None, expanded.runs[0].overrides).task if expanded.runs else None
+            for bench, opts in expanded.benchmarks.items():
+                self.check_benchmark(bench, opts, f"{where}: benchmarks.{bench}", task)
         return self._expanded[name]
 
+    # ------------------------------------------------------------ inputs, checked while planning
+    def check_model(self, model: str, where: str) -> None:
+        """A study's or search's `model`: a base model of `base_models`, a checkpoint directory or a
+        hub name (which, offline, must be in the local cache)."""
+        if model in self.config["base_models"]:
+            return
+        from grpo_research.model_source import check_model_source
+
+        known = ", ".join(self.config["base_models"]) or "none"
+        if "/" not in model and not Path(model).exists():
+            raise PipelineError(f"{where}: {model!r} is neither a base model of the config ({known}) nor a directory "
+                                "(a hub model is named org/name)")
+        try:
+            check_model_source(model, cached_offline=True)
+        except ConfigError as e:
+            raise PipelineError(f"{where}: {e} (base models of the config: {known})") from None
+
+    def check_benchmark(self, name: str, opts: dict | None, where: str, run_task=None) -> None:
+        """A benchmark of a study or of the HPO reruns: a known task whose data loads, with
+        options `grpo-research eval` accepts. `run_task` (the runs' `task` config) builds the
+        runs' own task when the benchmark is it and no `data` is given, as `eval` does."""
+        from grpo_research.tasks import TASKS, build_task, get_task
+        from grpo_research.tasks.loading import DataError
+
+        opts = opts or {}
+        if name not in TASKS:
+            raise PipelineError(f"{where}: unknown benchmark {name!r}; known: {', '.join(sorted(TASKS))}")
+        samples, temperature = opts.get("samples", 1), opts.get("temperature")
+        if samples > 1 and temperature is None:
+            raise PipelineError(f"{where}: samples {samples} needs a temperature (above 0)")
+        if samples == 1 and temperature is not None:
+            raise PipelineError(f"{where}: temperature applies only with samples > 1 (samples 1 decodes greedily)")
+        key = (name, opts.get("data"), None if opts.get("data") or run_task is None or run_task.name != name
+               else repr(run_task))
+        if key in self._checked_benchmarks:
+            return
+        try:
+            if key[2] is not None:
+                task = build_task(run_task)
+            else:
+                task = get_task(name, **({"data_path": opts["data"]} if opts.get("data") else {}))
+            n = len(task.heldout_problems())
+        except (DataError, OSError, TypeError, ConfigError) as e:
+            raise PipelineError(f"{where}: {' '.join(str(e).split())}") from None
+        if opts.get("n") and opts["n"] > n:
+            raise PipelineError(f"{where}: n {opts['n']} but the benchmark has {n} held-out problems")
+        self._checked_benchmarks.add(key)
+
     def default_studies(self) -> list[str]:
-        return [s for s in self.study_files if self.raw_study(s).get("default", False)]
+        """Studies marked `default: true`. A broken study file that is not marked default (or
+        that cannot be read far enough to tell) does not stop these targets: it is named in a
+        warning and left out; targets that name it still stop with its message."""
+        out = []
+        for s, path in self.study_files.items():
+            try:
+                raw = self.raw_study(s)
+            except PipelineError as e:
+                if _marked_default(path):
+                    raise
+                print(f"warning: study {s!r} left out (not marked default: true): {e}", file=sys.stderr)
+                continue
+            if raw.get("default", False):
+                out.append(s)
+        return out
 
     def selected_studies(self) -> list[str]:
         """Studies of the `report` target: config `studies`, else those marked default."""
@@ -197,6 +287,18 @@ class Pipeline:
             raise PipelineError(f"hpo search {name!r}: {e}") from None
         return out
 
+    def check_search(self, name: str) -> None:
+        """A search's model and space, checked while planning (`hpo.space` over DEFAULT_SPACE)."""
+        from grpo_research.hpo.search import check_space, make_pruner
+
+        self.check_model(self.search_model(name), f"hpo search {name!r}: model")
+        try:
+            make_pruner(self.hpo.get("pruner") or {})
+            check_space(self.search_space(), self.searches[name]["method"], self.search_overrides(name),
+                        f"hpo.space (search {name!r})")
+        except ConfigError as e:
+            raise PipelineError(str(e)) from None
+
     def storage_url(self, name: str) -> str:
         return self.hpo["storage"].format(name=name, results_dir=self.results)
 
@@ -214,6 +316,7 @@ class Pipeline:
     def search_args(self, name: str) -> list[Any]:
         """Arguments of `grpo-research hpo search` for a search: the values hpo sets; the rest are
         the defaults of grpo_research.hpo.search.SearchSpec."""
+        self.check_search(name)
         h = self.hpo
         args: list[Any] = ["--name", name, "--method", self.searches[name]["method"],
                            "--out", f"{self.results}/hpo/{name}", "--runs", f"{self.runs}/_hpo/{name}",
@@ -281,8 +384,14 @@ class Pipeline:
         return [r.run_id for r in self.study(name).runs]
 
     def study_benchmarks(self, name: str) -> dict[str, dict | None]:
-        if self.search_of(name) is not None:
-            return self.hpo["rerun"].get("benchmarks") or {}
+        search = self.search_of(name)
+        if search is not None:
+            benchmarks = self.hpo["rerun"].get("benchmarks") or {}
+            task = load_config(None, [S.override("method", self.searches[search]["method"]),
+                                      *self.search_overrides(search)]).task
+            for bench, opts in benchmarks.items():
+                self.check_benchmark(bench, opts, f"hpo.rerun.benchmarks.{bench}", task)
+            return benchmarks
         return self.study(name).benchmarks
 
     def study_variants(self, name: str) -> list[str]:

@@ -3,6 +3,7 @@ misspelled key fails before any job with the schema's message), a broken study f
 SLURM profile's dry run. Dry runs only (`snakemake -n`), in a temp working directory."""
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import time
@@ -216,3 +217,103 @@ def test_pipeline_errors_become_workflow_errors_in_the_rules():
     for rule in (ROOT / "workflow" / "rules").glob("*.smk"):  # the rules compute nothing themselves
         body = rule.read_text()
         assert "rsplit(" not in body and "[4:]" not in body and "-m analysis" not in body, rule.name
+
+
+# ---------------------------------------------------------------- checked while planning (issue 13, class 6)
+def _study(tmp_path, name="s", **changes):
+    """A minimal valid study file in tmp_path/experiments, with `changes` over it."""
+    studies = tmp_path / "experiments"
+    studies.mkdir(exist_ok=True)
+    data = {"budget_samples": 64, "seeds": [1], "methods": ["grpo"], "control": False,
+            "benchmarks": {"arith": {"n": 8}}, **changes}
+    (studies / f"{name}.yaml").write_text(yaml.safe_dump(data))
+    return studies
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"benchmarks": {"gsm9k": None}}, "benchmarks.gsm9k: unknown benchmark 'gsm9k'"),
+    ({"benchmarks": {"gsm8k": {"data": "/nonexistent/gsm8k.jsonl"}}}, "benchmarks.gsm8k: /nonexistent/gsm8k.jsonl: no such file"),
+    ({"benchmarks": {"arith": {"samples": 4}}}, "samples 4 needs a temperature"),
+    ({"benchmarks": {"arith": {"temperature": 0.7}}}, "temperature applies only with samples > 1"),
+    ({"benchmarks": {"arith": {"n": 10 ** 6}}}, "n 1000000 but the benchmark has"),
+    ({"model": "tiny-arth"}, "model: 'tiny-arth' is neither a base model of the config (tiny-arith) nor a directory"),
+    ({"model": "./no/such/dir"}, "model.name_or_path=./no/such/dir: no such directory"),
+])
+def test_a_study_whose_benchmark_or_model_cannot_be_used_stops_planning(tmp_path, changes, message):
+    """Found while planning, not after every run has trained."""
+    p = pipeline(studies_dir=str(_study(tmp_path, **changes)))
+    with pytest.raises(PipelineError, match=re.escape(message)):
+        p.study_runs("s")
+
+
+def test_a_hub_model_not_in_the_cache_stops_planning_when_offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    p = pipeline(studies_dir=str(_study(tmp_path, model="someorg/no-such-model")))
+    with pytest.raises(PipelineError, match="not in the local hub cache while downloads are off"):
+        p.study("s")
+
+
+def test_a_study_checks_its_benchmark_data_with_the_runs_task(tmp_path):
+    """gsm8k from a local file loads while planning (the shared benchmark folder is not needed)."""
+    data = tmp_path / "gsm8k.jsonl"
+    data.write_text(json.dumps({"question": "1+1?", "answer": "so #### 2"}) + "\n")
+    p = pipeline(studies_dir=str(_study(tmp_path, benchmarks={"gsm8k": {"data": str(data)}})))
+    assert p.study_benchmarks("s") == {"gsm8k": {"data": str(data)}}
+    data.write_text("{not json\n")
+    p = pipeline(studies_dir=str(_study(tmp_path, benchmarks={"gsm8k": {"data": str(data)}})))
+    with pytest.raises(PipelineError, match=re.escape(f"{data}, line 1")):
+        p.study("s")
+
+
+@pytest.mark.parametrize("space, message", [
+    ({"algo.beta": {"type": "float", "low": 0.2, "high": 0.1}}, "entry 'algo.beta': low 0.2 is above high 0.1"),
+    ({"algo.betta": {"type": "float", "low": 0.0, "high": 0.1}}, "unknown key 'algo.betta'"),
+    ({"algo.clip_eps": {"type": "float", "low": 0.1, "high": 2.0}}, "the value 2.0 is not a valid run config"),
+    ({"algo.group_size": {"type": "categorical", "choices": [2, 100000]}}, "must be in [2, 1024]"),
+    ({"optim.lr": {"type": "float", "low": 0.0, "high": 0.1, "log": True}}, "a log range needs low above 0"),
+    ({"algo.beta": {"type": "float", "low": 0.0, "high": 0.1, "lo": 1}}, "unknown field(s) lo"),
+])
+def test_an_hpo_space_that_cannot_be_searched_stops_planning(space, message):
+    p = pipeline(hpo={"space": space})
+    with pytest.raises(PipelineError, match=re.escape(message)):
+        p.search_args("grpo-arith")
+
+
+def test_hpo_search_space_flag_is_checked_before_any_trial(tmp_path):
+    out = tmp_path / "out"
+    for space, message in (("{algo.beta: {type: float, low: 1, high: 0}}", "low 1 is above high 0"),
+                           ("{algo.bta: {type: float, low: 0, high: 1}}", "unknown key 'algo.bta'"),
+                           ("[1", "--space:1: malformed YAML"), ("space.yaml", "--space space.yaml: no such file")):
+        proc = subprocess.run([sys.executable, "-m", "grpo_research.cli", "hpo", "search", "--name", "t", "--method",
+                               "grpo", "--out", str(out), "--n-trials", "1", "--budget-samples", "16", "--space",
+                               space], capture_output=True, text=True, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+    assert not out.exists()
+
+
+def test_a_broken_study_stops_only_the_targets_that_use_it(tmp_path):
+    """One invalid study file that is not marked default leaves `ablations` planning (with a
+    warning naming it); a target that names it, or a broken study marked default, still stops."""
+    studies = _study(tmp_path, "good", default=True)
+    (studies / "bad.yaml").write_text("methods: [grpo\n")  # not even YAML
+    (studies / "typo.yaml").write_text(yaml.safe_dump({"budget_samples": 64, "seeds": [1], "methodz": ["grpo"]}))
+    p = pipeline(studies_dir=str(studies))
+    assert p.default_studies() == ["good"]
+    for name, message in (("bad", "malformed YAML"), ("typo", "'methodz' was unexpected")):
+        with pytest.raises(PipelineError, match=re.escape(message)):
+            p.study(name)
+    (studies / "typo.yaml").write_text(yaml.safe_dump({"default": True, "budget_samples": 64, "seeds": [1],
+                                                       "methodz": ["grpo"]}))
+    with pytest.raises(PipelineError, match=re.escape("'methodz' was unexpected")):
+        pipeline(studies_dir=str(studies)).default_studies()
+
+
+def test_seeds_given_on_the_command_line_plan(tmp_path):
+    """`--config seeds='[4, 5]'`, as the README documents it (Snakemake passes the items as strings)."""
+    proc, _ = snakemake(tmp_path, "-n", "ablations", "--config", "seeds=[4, 5]")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert jobs(out)["train_run"] == 12 and "grpo-seed5/summary.json" in out and "grpo-seed1/" not in out
+    proc, _ = snakemake(tmp_path, "-n", "ablations", "--config", "seeds=[4, x]")
+    assert proc.returncode != 0 and "'x' is not of type 'integer'" in proc.stdout + proc.stderr

@@ -12,10 +12,12 @@ import string
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from grpo_research.errors import ConfigError
+from grpo_research.model_source import check_model_source
 
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 CHARS = [c for c in string.printable if c not in "\x0b\x0c\r"]  # 97 printable ASCII incl. space, \t, \n
@@ -80,26 +82,13 @@ def load_causal_lm(path: str | Path, dtype: str = "float32", attn_implementation
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
         model = AutoModelForCausalLM.from_pretrained(str(path), dtype=DTYPES[dtype], **kwargs)
-    except (OSError, ValueError) as e:  # not a checkpoint, or a hub name that cannot be fetched (offline)
+    except (OSError, ValueError, SafetensorError) as e:  # not a checkpoint, damaged weights, or offline
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ConfigError(f"model.name_or_path={path}: cannot load a model from it ({first[:200]})") from None
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
-
-
-def check_model_source(path: str | Path) -> None:
-    """A local path must exist; a hub name looks like `name` or `org/name` (ConfigError otherwise),
-    so a typo in a path is one line at once instead of minutes of hub retries."""
-    text = str(path)
-    if Path(text).exists():
-        return
-    local = text.startswith(("/", ".", "~")) or text.count("/") > 1 or "\\" in text
-    if local:
-        raise ConfigError(f"model.name_or_path={text}: no such directory")
-    if not all(part and all(c.isalnum() or c in "-_." for c in part) for part in text.split("/")):
-        raise ConfigError(f"model.name_or_path={text}: neither a local directory nor a hub name (org/name)")
 
 
 def count_parameters(model: torch.nn.Module) -> int:
