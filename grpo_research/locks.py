@@ -32,21 +32,28 @@ class DirLock:
         self.path, self.what, self.wait_s = Path(path), what, wait_s
         self._fd: int | None = None
 
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
         deadline = time.monotonic() + self.wait_s
         while True:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                if _same_file(fd, self.path):
+                    break
+                os.close(fd)  # its holder removed the lock file (`remove`) while we waited: lock the new one
+                continue
             except OSError as e:
                 if e.errno not in (errno.EWOULDBLOCK, errno.EACCES):
                     os.close(fd)
                     raise
+                holder = _read_holder(fd)
+                os.close(fd)
                 if time.monotonic() >= deadline:
-                    holder = _read_holder(fd)
-                    os.close(fd)
                     waited = f" after waiting {self.wait_s:g} s" if self.wait_s else ""
                     raise Locked(f"{self.what} is in use by {holder}{waited} (lock file {self.path}); "
                                  "wait for it to finish or stop it") from None
@@ -54,6 +61,13 @@ class DirLock:
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode())
         self._fd = fd
+
+    def remove(self) -> None:
+        """Delete the lock file while holding it, then release (a process waiting on the old file
+        sees it gone and locks a new one)."""
+        if self._fd is not None:
+            self.path.unlink(missing_ok=True)
+        self.release()
 
     def release(self) -> None:
         if self._fd is not None:
@@ -67,6 +81,14 @@ class DirLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st, fst = os.stat(path), os.fstat(fd)
+    except FileNotFoundError:
+        return False
+    return (st.st_dev, st.st_ino) == (fst.st_dev, fst.st_ino)
 
 
 def _read_holder(fd: int) -> str:

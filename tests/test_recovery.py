@@ -36,6 +36,32 @@ def test_a_second_process_on_a_run_dir_is_refused_naming_the_holder(tiny_model_d
     assert main(_args(tiny_model_dir, run, "train.steps=2")) == 0  # released: the run trains
 
 
+def test_two_train_processes_started_at_the_same_moment(tiny_model_dir, tmp_path):
+    """Two `train` processes with different configs (seed 1, seed 2) started together on one new
+    run dir: one trains, the other exits 2 naming the holder or the config it conflicts with; the
+    run dir's config is the winner's and metrics.jsonl holds its rows once."""
+    import yaml
+
+    run = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+    cmds = [[sys.executable, "-m", "grpo_research.cli", *_args(tiny_model_dir, run, "train.steps=3", f"seed={seed}")]
+            for seed in (1, 2)]
+    procs = [subprocess.Popen(c, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in cmds]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    for p in procs:
+        p.stdout.close()
+        p.stderr.close()
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    winner = [1, 2][[code for code, _ in results].index(0)]
+    loser_err = next(err for code, err in results if code == 2).strip().splitlines()
+    assert loser_err[-1].startswith("error: ") and ("is in use by pid" in loser_err[-1]
+                                                    or "holds a different config" in loser_err[-1]), loser_err
+    assert yaml.safe_load((run / "config.yaml").read_text())["seed"] == winner
+    rows = [r for r in read_metrics(run / "metrics.jsonl") if "loss" in r]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+
+
 def test_lock_wait_outlasts_a_holder_that_finishes(tiny_model_dir, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
@@ -57,6 +83,23 @@ def test_the_lock_dies_with_its_holder(tmp_path):
     proc.wait()
     with DirLock(path, "x"):  # SIGKILL released it
         pass
+
+
+def test_a_waiter_on_a_removed_lock_file_locks_the_new_one(tmp_path):
+    """A refused `train` removes the run dir it created (lock file included) while holding the
+    lock; a process that was waiting on the old file must not think it holds the lock."""
+    path = tmp_path / "run" / ".lock"
+    first = DirLock(path, "run dir")
+    first.acquire()
+    got = []
+    waiter = threading.Thread(target=lambda: (DirLock(path, "run dir", wait_s=10).acquire(), got.append(1)))
+    waiter.start()
+    threading.Event().wait(0.5)  # the waiter has opened the old file and polls it
+    first.remove()
+    waiter.join(timeout=20)
+    assert got == [1] and path.exists()  # it locked a new lock file
+    with pytest.raises(Locked):
+        DirLock(path, "run dir").acquire()  # and really holds it
 
 
 # ---------------------------------------------------------------- damaged files

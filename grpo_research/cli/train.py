@@ -39,9 +39,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     from grpo_research.trainers.common import EXIT_PREEMPTED, Preempted, resolve_device
     from grpo_research.trainers.sft import ensure_base_model
 
+    from grpo_research.locks import DirLock
+
     launcher.record_pid()
     dp, _ = distributed.setup(resolve_device(cfg.model.device))  # world 1 unless torchrun started us
+    # one process trains a run dir at a time: held (by rank 0, for all ranks) from before the run
+    # dir is checked again until the run ends, so two processes started at the same moment cannot
+    # both find it new; the kernel releases it when the holder dies, so a crashed run resumes at once
+    lock = DirLock(run_dir / ".lock", f"run dir {run_dir}", cfg.train.lock_wait)
+    created = not run_dir.exists()
     try:
+        if dp.main:
+            lock.acquire()
+            check_run_dir(run_dir, cfg)  # again under the lock: another process may have written it meanwhile
         problem = data_parallel_problem(cfg, dp.world, "WORLD_SIZE")
         if problem:
             raise ConfigError(problem)
@@ -54,7 +64,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if dp.main:
             write_config(run_dir, cfg)
         try:
-            summary, code = trainer.train(), 0
+            summary, code = trainer.train(lock=lock), 0
         except Preempted as e:
             if dp.main:
                 print(f"preempted: checkpoint written at step {e.step}; rerun the same command to resume",
@@ -68,12 +78,18 @@ def cmd_train(args: argparse.Namespace) -> int:
             return 0  # the launcher returns 75 from the recorded codes; torchrun would print a failure report
         return code
     finally:
+        if created and lock.held and [p.name for p in run_dir.iterdir()] == [".lock"]:
+            lock.remove()  # refused before writing anything: leave no run dir behind
+            run_dir.rmdir()
+        lock.release()
         distributed.shutdown()
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file; give a new or empty directory")
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"output dir {out} exists and is not empty")
     quiet_libraries()

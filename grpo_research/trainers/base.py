@@ -353,16 +353,21 @@ class Trainer:
         self.load_extra_state(state)
 
     # ------------------------------------------------------------ the loop
-    def train(self) -> dict[str, Any]:
+    def train(self, lock: DirLock | None = None) -> dict[str, Any]:
         """The loop. SIGTERM (what SLURM sends before preemption) finishes the current step,
         writes a checkpoint and raises `Preempted`; rerunning the same command resumes.
         Data parallel: every process runs it (each loads the checkpoint; evaluation and sample
-        tables are collective); rank 0 alone writes; the processes agree on stopping."""
-        # one process trains a run dir at a time (rank 0 holds it for all ranks); the kernel
-        # releases the lock when the holder dies, so a crashed run resumes at once
-        lock = DirLock(self.run_dir / ".lock", f"run dir {self.run_dir}", self.cfg.train.lock_wait)
-        if self.dp.main:
-            lock.acquire()
+        tables are collective); rank 0 alone writes; the processes agree on stopping.
+
+        One process trains a run dir at a time: rank 0 holds the run dir's lock for all ranks.
+        `lock` is that lock when the caller already holds it (`grpo-research train` takes it
+        before checking the run dir); without it, it is taken here and released at the end. The
+        kernel releases it when the holder dies, so a crashed run resumes at once."""
+        own = lock is None
+        if own:
+            lock = DirLock(self.run_dir / ".lock", f"run dir {self.run_dir}", self.cfg.train.lock_wait)
+            if self.dp.main:
+                lock.acquire()
         try:
             return self._train()
         except (OSError, RuntimeError) as e:
@@ -371,7 +376,8 @@ class Trainer:
             raise DiskFull(f"no space left on the device of {self.run_dir} (writing {getattr(e, 'filename', None) or 'the run dir'}); "
                            "the last complete checkpoint is kept: free space and rerun the same command to resume") from None
         finally:
-            lock.release()
+            if own:
+                lock.release()
 
     def _train(self) -> dict[str, Any]:
         cfg, tc, dp = self.cfg, self.cfg.train, self.dp
