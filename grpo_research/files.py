@@ -96,3 +96,29 @@ def check_output(out: str | os.PathLike, inputs: list[str | os.PathLike] = (), f
     if out.exists() and not os.access(out, os.W_OK) and not os.access(parent, os.W_OK):
         raise UsageError(f"{flag} {out} cannot be written (permission denied)")
     return out
+
+
+def check_output_dir(out: str | os.PathLike, inputs: list[str | os.PathLike] = (), flag: str = "--out") -> Path:
+    """Refuse, before any work, an output directory that cannot be made or written, or that is one
+    of the command's input directories or lies inside one (`UsageError` naming the flag). Returns
+    it as a Path; nothing is created."""
+    from grpo_research.errors import UsageError
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{flag} {out} is a file; give a directory")
+    real = Path(os.path.realpath(out))
+    for inp in inputs:
+        if inp is None:
+            continue
+        src = Path(os.path.realpath(inp))
+        if real == src or src in real.parents:
+            raise UsageError(f"{flag} {out} is {'the input' if real == src else 'inside the input'} {inp}; write elsewhere")
+    for p in (out, *out.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise UsageError(f"{flag} {out}: {p} is a file, not a directory")
+            if not os.access(p, os.W_OK | os.X_OK):
+                raise UsageError(f"{flag} {out}: cannot write in {p} (permission denied)")
+            break
+    return out

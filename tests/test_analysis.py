@@ -229,6 +229,9 @@ def test_wall_curves_and_the_report_panel(control_study, tmp_path):
 
 def test_report_usage_errors_are_one_line_exit_2(tmp_path, capsys):
     assert analysis_main(["study", "--runs", str(tmp_path / "none"), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"error: --runs {tmp_path / 'none'}: no such directory"]
+    (tmp_path / "none").mkdir()
+    assert analysis_main(["study", "--runs", str(tmp_path / "none"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: no finished run (with summary.json) under {tmp_path / 'none'}"]
     assert analysis_main(["render", "--out", str(tmp_path), "--extra", "no-equals-sign"]) == 2
@@ -242,3 +245,45 @@ def test_report_study_script_of_analysis_dir(study_dir, tmp_path):
                            "--n-boot", "200"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert (out / "report.html").exists() and (out / "final.csv").exists() and list((out / "figures").glob("*.png"))
+
+
+# ---------------------------------------------------------------- outputs and damaged inputs (issue 13)
+def _files(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("out, needle", [
+    (".", "is the input"), ("grpo-seed1", "is inside the input"), ("grpo-seed1/metrics.jsonl", "is a file; give a directory"),
+])
+def test_report_never_writes_into_its_runs(study_dir, capsys, out, needle):
+    before = _files(study_dir)
+    assert analysis_main(["study", "--runs", str(study_dir), "--out", str(study_dir / out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+    assert _files(study_dir) == before
+
+
+@pytest.mark.parametrize("damage, needle", [
+    (lambda d: (d / "summary.json").write_text('{"method": "grpo", "se'), "summary.json: damaged"),
+    (lambda d: (d / "metrics.jsonl").write_text((d / "metrics.jsonl").read_text() + "{cut\n"), "line 24: not a JSON row"),
+    (lambda d: (d / "eval" / "arith.json").write_text("{"), "eval/arith.json: damaged"),
+    (lambda d: (d / "config.yaml").write_bytes(b"\xff\xfe"), "config.yaml: damaged"),
+])
+def test_a_damaged_file_of_a_finished_run_is_named_never_left_out(study_dir, tmp_path, capsys, damage, needle):
+    """Leaving a damaged run's benchmark or rows out would change the study's numbers silently."""
+    damage(study_dir / "grpo-seed2")
+    assert analysis_main(["study", "--runs", str(study_dir), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "grpo-seed2" in err[0] and needle in err[0], err
+    assert not (tmp_path / "out" / "report.html").exists()
+
+
+def test_plot_render_and_index_check_their_paths(tmp_path, capsys):
+    (tmp_path / "results").mkdir()
+    for argv, needle in ((["plot", "--out", str(tmp_path)], "no summary.json (run `grpo-research report aggregate`"),
+                         (["render", "--out", str(tmp_path)], "no summary.json"),
+                         (["index", "--results", str(tmp_path / "results"), "--out", str(tmp_path)], "is a directory"),
+                         (["index", "--results", str(tmp_path / "nope")], "no such directory")):
+        assert analysis_main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and needle in err[0], (argv, err)

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from grpo_research.errors import UsageError
 from grpo_research.tracking import read_metrics
 
 SEED_SUFFIX = re.compile(r"-seed(-?\d+)$")
@@ -37,19 +38,40 @@ class Run:
         return json.loads(f.read_text()) if f.exists() else None
 
 
+def _damaged(f: Path, why: str) -> UsageError:
+    return UsageError(f"{f}: damaged ({why}); rerun the job that writes it (delete the file first) or leave the run "
+                      "out with --include")
+
+
+def _read(f: Path, parse) -> Any:
+    """`parse` of a run file's text; a file that cannot be read or parsed is a UsageError naming it."""
+    try:
+        return parse(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as e:
+        raise _damaged(f, " ".join(str(e).split())[:200]) from None
+
+
 def load_run(path: str | Path) -> Run:
+    """A run dir. A finished run's files (summary.json present) must all parse: a damaged one is a
+    UsageError naming it, never left out; only an unfinished run's last metrics line (cut by a
+    kill) is skipped."""
     path = Path(path)
-    rows = read_metrics(path / "metrics.jsonl", missing_ok=True, skip_bad_lines=True)  # a line cut by a kill: left out
-    config = yaml.safe_load((path / "config.yaml").read_text()) if (path / "config.yaml").exists() else {}
-    summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").exists() else {}
+    finished = (path / "summary.json").exists()
+    metrics = path / "metrics.jsonl"
+    try:
+        rows = read_metrics(metrics, missing_ok=True, skip_bad_lines=not finished)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise _damaged(metrics, " ".join(str(e).split())[:200]) from None
+    config = _read(path / "config.yaml", yaml.safe_load) if (path / "config.yaml").exists() else {}
+    summary = _read(path / "summary.json", json.loads) if finished else {}
+    for name, value in (("config.yaml", config), ("summary.json", summary)):
+        if not isinstance(value, dict):
+            raise _damaged(path / name, f"expected a mapping, got {type(value).__name__}")
     benchmarks = {}
     for f in sorted((path / "eval").glob("*.json")):
         if f.name.endswith((".samples.json", ".predictions.json")):
             continue
-        try:
-            benchmarks[f.stem] = json.loads(f.read_text())
-        except json.JSONDecodeError:
-            pass
+        benchmarks[f.stem] = _read(f, json.loads)
     m = SEED_SUFFIX.search(path.name)
     seed = int(m.group(1)) if m else config.get("seed")
     return Run(run_id=path.name, variant=SEED_SUFFIX.sub("", path.name), seed=seed, path=path, config=config,

@@ -26,9 +26,27 @@ def _names(text: str | None) -> list[str]:
     return [v for v in (text or "").split(",") if v]
 
 
+def _study_outputs(args: argparse.Namespace) -> None:
+    """--runs must be a folder; --out a folder that is not --runs nor inside it (checked first)."""
+    from grpo_research.files import check_output_dir
+
+    if not Path(args.runs).is_dir():
+        raise UsageError(f"--runs {args.runs}: no such directory")
+    check_output_dir(args.out, [args.runs])
+
+
+def _aggregated(out: str) -> Path:
+    """The summary.json that `report aggregate` wrote into --out (UsageError when absent)."""
+    path = Path(out) / "summary.json"
+    if not path.is_file():
+        raise UsageError(f"--out {out}: no summary.json (run `grpo-research report aggregate` into it first)")
+    return path
+
+
 def cmd_aggregate(args: argparse.Namespace) -> int:
     from grpo_research.analysis.study import aggregate_study
 
+    _study_outputs(args)
     meta = aggregate_study(args.runs, args.out, study=args.study, study_file=args.study_file,
                            variants=_names(args.variants), include=_names(args.include) or None,
                            n_boot=args.n_boot, seed=args.seed, smooth=args.smooth)
@@ -39,8 +57,9 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from grpo_research.analysis.study import plot_study
 
+    summary = _aggregated(args.out)
     paths = plot_study(args.out)
-    study = json.loads((Path(args.out) / "summary.json").read_text())["study"]
+    study = json.loads(summary.read_text())["study"]
     print(f"{study}: {len(paths)} figures -> {Path(args.out) / 'figures'}")
     return 0
 
@@ -59,8 +78,10 @@ def pairs(items: list[str] | None) -> list[tuple[str, Path]]:
 def cmd_render(args: argparse.Namespace) -> int:
     from grpo_research.analysis.report import render_study
 
-    texts = {name: path.read_text() for name, path in pairs(args.extra_text) if path.exists()}
-    path = render_study(args.out, title=args.title, extra=pairs(args.extra), extra_text=texts)
+    extra, extra_text = pairs(args.extra), pairs(args.extra_text)
+    _aggregated(args.out)
+    texts = {name: path.read_text() for name, path in extra_text if path.exists()}
+    path = render_study(args.out, title=args.title, extra=extra, extra_text=texts)
     print(f"report -> {path}")
     return 0
 
@@ -68,12 +89,17 @@ def cmd_render(args: argparse.Namespace) -> int:
 def cmd_index(args: argparse.Namespace) -> int:
     from grpo_research.analysis.report import render_index
 
-    path = render_index(args.results, args.out)
+    from grpo_research.files import check_output
+
+    if not Path(args.results).is_dir():
+        raise UsageError(f"--results {args.results}: no such directory")
+    path = render_index(args.results, check_output(args.out or Path(args.results) / "index.html"))
     print(f"index -> {path}")
     return 0
 
 
 def cmd_study(args: argparse.Namespace) -> int:
+    _study_outputs(args)
     return cmd_aggregate(args) or cmd_plot(args) or cmd_render(args)
 
 

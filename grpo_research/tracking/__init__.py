@@ -147,12 +147,13 @@ def read_metrics_since(path: str | Path, offset: int, *, missing_ok: bool = True
         data = fh.read()
     end = data.rfind(b"\n") + 1 if complete_lines_only else len(data)
     rows = []
-    for line in data[:end].split(b"\n"):
+    for i, line in enumerate(data[:end].split(b"\n")):
         if not line.strip():
             continue
         try:
             rows.append(json.loads(line))
-        except json.JSONDecodeError:
+        except json.JSONDecodeError as e:
             if not skip_bad_lines:
-                raise
+                at = f"line {i + 1}" if offset == 0 else f"line {i + 1} after byte {offset}"
+                raise json.JSONDecodeError(f"{path}, {at}: not a JSON row ({e.msg})", e.doc, e.pos) from None
     return rows, offset + end
