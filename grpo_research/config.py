@@ -357,6 +357,8 @@ def _check_reward(r: RewardConfig) -> None:
             raise ConfigError(f"'reward.weights' names unknown reward term {name!r} (known: {REWARDS.choices()})")
         if not type_ok(w, float):
             raise ConfigError(f"'reward.weights.{name}' = {w!r} must be a finite number")
+    if all(w == 0 for w in r.weights.values()):
+        raise ConfigError(f"'reward.weights' = {dict(r.weights)} are all 0: the reward would be 0 for every completion")
     for name, opts in r.options.items():
         if name not in r.weights:
             raise ConfigError(f"'reward.options.{name}': {name!r} is not a term of reward.weights "

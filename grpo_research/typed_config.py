@@ -183,9 +183,16 @@ def parse_yaml(text: str, where: str) -> Any:
         raise ConfigError(f"{where}: malformed YAML (nested too deeply)") from None
 
 
+MAX_CONFIG_BYTES = 16 * 2**20  # a config or study file; larger is not a config
+
+
 def load_yaml(path: str | Path) -> dict:
     """Parse a YAML config file; malformed YAML names the file and line."""
     path = Path(path)
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"config file {path} is not a regular file")
+    if path.is_file() and path.stat().st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {path} is {path.stat().st_size:,} bytes, over the limit of {MAX_CONFIG_BYTES:,}")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:

@@ -22,6 +22,7 @@ DEEP = "[" * 3000 + "]" * 3000
     (["optim.lr=.inf"], "'optim.lr' = inf must be a finite number"),
     (["reward.weights={correct: .nan}"], "'reward.weights.correct' = nan must be a finite number"),
     ([f"task.options={DEEP}"], "nested more than 50 levels deep"),
+    (["reward.weights={correct: 0.0, format: 0}"], "are all 0: the reward would be 0 for every completion"),
 ])
 def test_bad_values_are_one_line(overrides, needle, tmp_path, capsys):
     with pytest.raises(ConfigError) as e:
@@ -71,7 +72,8 @@ def test_a_directory_that_is_not_a_checkpoint_is_one_line(tmp_path, capsys):
     empty.mkdir()
     assert main(["train", "--run-dir", str(tmp_path / "run"), f"model.name_or_path={empty}", "train.threads=1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "cannot load a model from it" in err[0]
+    assert len(err) == 1 and "a directory without config.json (not a checkpoint)" in err[0]
+    assert not (tmp_path / "run").exists()
 
 
 def test_max_new_tokens_beyond_the_context_is_refused(tiny_model_dir, tmp_path, capsys):
@@ -82,3 +84,42 @@ def test_max_new_tokens_beyond_the_context_is_refused(tiny_model_dir, tmp_path, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "exceeds the model's context of 64 tokens" in err[0]
     assert not (run / "metrics.jsonl").exists()
+
+
+@pytest.mark.parametrize("path, needle", [
+    ("/dev/urandom", "is not a regular file"),  # read whole, this never ended (killed for memory)
+    ("/tmp", "is not a regular file"),
+])
+def test_a_config_path_that_is_not_a_file_is_one_line(path, needle, tmp_path, capsys):
+    assert main(["config", "--config", path]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0]
+
+
+def test_an_oversized_config_file_is_one_line(tmp_path, capsys):
+    big = tmp_path / "big.yaml"
+    with open(big, "wb") as f:
+        f.truncate(17 * 2**20)
+    assert main(["config", "--config", str(big)]) == 2
+    assert "over the limit of 16,777,216" in capsys.readouterr().err
+
+
+def test_damaged_weights_are_one_line_and_leave_no_run_dir(tiny_model_dir, tmp_path, capsys):
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    run = tmp_path / "run"
+    assert main(["train", "--run-dir", str(run), f"model.name_or_path={model}", "train.threads=1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"model.name_or_path={model}: cannot load a model from it" in err[0], err
+    assert not run.exists()
+
+
+def test_sft_out_that_is_a_file_is_one_line(tmp_path, capsys):
+    f = tmp_path / "f"
+    f.write_text("keep")
+    assert main(["sft", "--out", str(f)]) == 2
+    assert "is a file; give a new or empty directory" in capsys.readouterr().err and f.read_text() == "keep"
