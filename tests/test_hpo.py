@@ -240,6 +240,32 @@ def test_an_unreachable_storage_is_one_line_and_exit_2(tmp_path, url, needle):
     assert "secret" not in proc.stderr
 
 
+def _open_at_once(url: str, workers: int = 6) -> list[str]:
+    """The errors of `workers` threads opening one storage at the same moment."""
+    barrier, errors = threading.Barrier(workers), []
+
+    def open_storage():
+        barrier.wait()
+        try:
+            make_storage(url)
+        except Exception as e:  # noqa: BLE001  (any failure is what the tests look for)
+            errors.append(repr(e)[:300])
+
+    threads = [threading.Thread(target=open_storage) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    return errors
+
+
+def test_workers_opening_a_fresh_sqlite_file_at_once_do_not_race_on_the_schema(tmp_path):
+    """Without the lock file, five of six failed ("table studies already exists")."""
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    assert _open_at_once(url) == []
+    optuna.create_study(study_name="after-race", storage=make_storage(url))
+
+
 @pytest.mark.skipif(not os.environ.get("GRPO_RESEARCH_PG_URL"),
                     reason="no PostgreSQL URL (eval \"$(scripts/start_postgres.sh)\" sets GRPO_RESEARCH_PG_URL)")
 def test_workers_opening_a_fresh_postgres_database_at_once_do_not_race_on_the_schema():
@@ -254,22 +280,8 @@ def test_workers_opening_a_fresh_postgres_database_at_once_do_not_race_on_the_sc
     with admin.connect() as c:
         c.execute(sqlalchemy.text(f"CREATE DATABASE {db}"))
     fresh = url.set(database=db).render_as_string(hide_password=False)
-    barrier, errors = threading.Barrier(6), []
-
-    def open_storage():
-        barrier.wait()
-        try:
-            make_storage(fresh)
-        except Exception as e:  # noqa: BLE001  (any failure is what this test looks for)
-            errors.append(repr(e)[:300])
-
     try:
-        workers = [threading.Thread(target=open_storage) for _ in range(6)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join(timeout=120)
-        assert errors == []
+        assert _open_at_once(fresh) == []
         optuna.create_study(study_name="after-race", storage=make_storage(fresh))  # the schema is whole
     finally:
         with admin.connect() as c:

@@ -201,13 +201,21 @@ def make_storage(url: str, heartbeat_interval: int = 60, grace_period: int = 180
 
 
 SCHEMA_LOCK_KEY = 0x6772706F  # pg_advisory_lock key of Optuna's schema creation ("grpo")
+SCHEMA_LOCK_WAIT_S = 300  # an SQLite storage's lock file: how long a worker waits for another's schema creation
 
 
 @contextlib.contextmanager
 def _schema_lock(url: str, engine_kwargs: dict):
-    """On PostgreSQL, hold a session advisory lock while Optuna creates its schema: two workers
-    on a fresh database otherwise race on `CREATE TYPE` (UniqueViolation). Elsewhere a no-op
-    (SQLite serialises writers itself)."""
+    """Hold a lock while Optuna creates its schema: workers opening a fresh database at once
+    otherwise race on it (PostgreSQL: UniqueViolation on `CREATE TYPE`; SQLite: "table ...
+    already exists"). PostgreSQL: a session advisory lock; an SQLite file: a lock file beside it
+    (grpo_research.locks); other databases: none."""
+    if url.startswith("sqlite:///") and url[len("sqlite:///"):] not in ("", ":memory:"):
+        from grpo_research.locks import DirLock
+
+        with DirLock(url[len("sqlite:///"):] + ".lock", f"Optuna storage {url}", wait_s=SCHEMA_LOCK_WAIT_S):
+            yield
+        return
     if not url.startswith("postgresql"):
         yield
         return
