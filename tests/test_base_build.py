@@ -60,3 +60,35 @@ def test_a_second_run_waits_for_the_base_model_being_built(tmp_path, monkeypatch
     holder.release()
     t.join(120)
     assert result["path"] == path and (path / "base_info.json").exists()
+
+
+def test_an_unfinished_build_of_another_config_is_refused(tmp_path, monkeypatch):
+    """`sft --out D` killed, then rerun with other overrides: resuming would mix two configs."""
+    from grpo_research.errors import UsageError
+
+    real = sft._save_build_state
+
+    def save_then_die(work, state):
+        real(work, state)
+        raise Interrupted
+
+    monkeypatch.setattr(sft, "_save_build_state", save_then_die)
+    out = tmp_path / "out"
+    with pytest.raises(Interrupted):
+        sft.train_base_model(load_config(None, SMALL), out, progress=False)
+    monkeypatch.setattr(sft, "_save_build_state", real)
+    with pytest.raises(UsageError, match="holds an unfinished build of a different base-model config"):
+        sft.train_base_model(load_config(None, [*SMALL, "base.lr=0.01"]), out, progress=False)
+    assert sft.build_dir(out).exists()  # kept: the original build can still resume
+
+
+def test_two_sft_commands_on_one_out_dir(tmp_path, capsys):
+    """The second gets one line naming the holder; nothing it does touches the first's build."""
+    from grpo_research.cli import main
+
+    out = tmp_path / "base"
+    with DirLock(out.with_name(out.name + ".lock"), "test holder"):
+        assert main(["sft", "--out", str(out), *SMALL]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the model build" in err[0] and "is in use by pid" in err[0]
+    assert not out.exists() and not sft.build_dir(out).exists()

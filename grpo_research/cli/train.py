@@ -36,6 +36,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     quiet_libraries()
     from grpo_research.config import data_parallel_problem
     from grpo_research.trainers import build_trainer, distributed
+    from grpo_research.trainers.base import InfrastructureFailure
     from grpo_research.trainers.common import EXIT_PREEMPTED, Preempted, resolve_device
     from grpo_research.trainers.sft import ensure_base_model
 
@@ -65,6 +66,10 @@ def cmd_train(args: argparse.Namespace) -> int:
             write_config(run_dir, cfg)
         try:
             summary, code = trainer.train(lock=lock), 0
+        except InfrastructureFailure as e:
+            if dp.main:
+                print(f"error: {e}", file=sys.stderr)
+            summary, code = None, 1
         except Preempted as e:
             if dp.main:
                 print(f"preempted: checkpoint written at step {e.step}; rerun the same command to resume",
@@ -90,12 +95,16 @@ def cmd_sft(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file; give a new or empty directory")
-    if out.exists() and any(out.iterdir()):
-        raise UsageError(f"output dir {out} exists and is not empty")
-    quiet_libraries()
-    from grpo_research.trainers.sft import train_base_model
+    from grpo_research.locks import DirLock
 
-    info = train_base_model(cfg, out, progress=cfg.tracking.progress)
+    # one build of an --out at a time (a second process gets one line naming the holder)
+    with DirLock(out.with_name(out.name + ".lock"), f"the model build {out}"):
+        if out.exists() and any(out.iterdir()):
+            raise UsageError(f"output dir {out} exists and is not empty")
+        quiet_libraries()
+        from grpo_research.trainers.sft import train_base_model
+
+        info = train_base_model(cfg, out, progress=cfg.tracking.progress)
     print(json.dumps({k: v for k, v in info.items() if k != "history"}))
     return 0
 

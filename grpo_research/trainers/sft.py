@@ -24,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from grpo_research.config import RunConfig
+from grpo_research.errors import UsageError
 from grpo_research.files import replace_dir, temp_dir_beside
 from grpo_research.locks import DirLock, Locked
 from grpo_research.models import build_char_tokenizer, build_tiny_model
@@ -98,7 +99,11 @@ def train_base_model(cfg: RunConfig, out_dir: str | Path, progress: bool = True)
     step = 0
     acc = 0.0
     earlier_s = 0.0  # build seconds before a resume
+    key = base_model_key(cfg)
     state = common.load_checkpoint(work) if work.exists() else None
+    if state is not None and state.get("key", key) != key:
+        raise UsageError(f"{work} holds an unfinished build of a different base-model config; rerun with the "
+                         "overrides it was started with, or delete it to start over")
     if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
@@ -127,7 +132,7 @@ def train_base_model(cfg: RunConfig, out_dir: str | Path, progress: bool = True)
                       f"({time.perf_counter() - t0:.0f} s)", flush=True)
             if acc >= b.stop_accuracy:
                 break
-            _save_build_state(work, {"step": step, "acc": acc, "history": history, "model": model.state_dict(),
+            _save_build_state(work, {"key": key, "step": step, "acc": acc, "history": history, "model": model.state_dict(),
                                      "optimizer": opt.state_dict(), "data_rng": rng.getstate(),
                                      "rng": common.rng_state(), "seconds": earlier_s + time.perf_counter() - t0})
     bar.close()
