@@ -193,3 +193,30 @@ def test_a_full_disk_is_one_line_and_the_run_resumes_once_there_is_space(tiny_mo
     subprocess.run(["mount", "-o", "remount,size=50m", str(small_disk)], check=True)
     assert main(args) == 0
     assert deterministic(read_metrics(run / "metrics.jsonl")) == deterministic(read_metrics(ref / "metrics.jsonl"))
+
+
+def test_a_step_where_every_completion_is_an_infrastructure_failure_fails_loudly(tiny_model_dir, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """E.g. a broken sandbox: training on it would be steps of nothing, exit 0. It exits 1 with
+    one line, and a rerun (sandbox fixed) resumes."""
+    from dataclasses import replace
+
+    from grpo_research.rewards.base import WeightedReward
+
+    real = WeightedReward.__call__
+    calls = []
+
+    def broken_from_step_2(self, problems, completions, finished):
+        calls.append(1)
+        rb = real(self, problems, completions, finished)
+        return rb if len(calls) < 2 else replace(rb, mask=[False] * len(rb.mask), total=[0.0] * len(rb.total))
+
+    monkeypatch.setattr(WeightedReward, "__call__", broken_from_step_2)
+    run = tmp_path / "run"
+    assert main(_args(tiny_model_dir, run, "train.steps=3", "train.checkpoint_every=1")) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: step 2: every one of the 8 completions hit an infrastructure failure"), err
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl") if "loss" in r] == [1]
+    monkeypatch.setattr(WeightedReward, "__call__", real)
+    assert main(_args(tiny_model_dir, run, "train.steps=3", "train.checkpoint_every=1")) == 0
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl") if "loss" in r] == [1, 2, 3]

@@ -46,6 +46,10 @@ from grpo_research.trainers import common, distributed
 from grpo_research.trainers.cost import CostMeter, estimate_step_bytes, forward_flops, memory_limit_bytes
 
 
+class InfrastructureFailure(RuntimeError):
+    """A step could not be scored at all (every completion masked): exit 1 with one line."""
+
+
 class DiskFull(UsageError):
     """The run dir's file system is full (one line, exit 2; the run resumes once there is space)."""
 
@@ -236,6 +240,11 @@ class Trainer:
                             for k in scores[0].components},
                 mask=[s.mask[i] for s, rows in zip(scores, keep_rows) for i in rows],
             )
+        if not self.dp.any(any(rb.mask) or not rb.mask):  # every completion of the step, on every process, masked
+            raise InfrastructureFailure(
+                f"step {self.step + 1}: every one of the {len(rb.mask)} completions hit an infrastructure failure "
+                "(the reward masked them all, e.g. sandbox errors): the reward is broken, not the policy; nothing "
+                "was trained on this step. Fix it and rerun the same command to resume from the last checkpoint")
         batch = common.batch_to(batch, self.device)  # the vLLM backend returns CPU tensors
         info = {"generated": generated, "dropped_groups": dropped, "rollout_rounds": len(batches),
                 "generated_tokens": sum(b.completion_tokens for b in batches)}
