@@ -121,6 +121,15 @@ class TaskConfig:
     )
     eval_level: int = doc_field(3, "arith: difficulty level of the held-out split.", one_of(1, 2, 3))
     options: dict = doc_field({}, "Extra keyword arguments of the task's constructor (see grpo_research/tasks).")
+    prompt_format: str = doc_field(
+        "auto", "How a problem is posed: `raw` (the task's prompt text as is), `chat` (as a user turn through the "
+        "tokenizer's chat template, ended by its generation prompt) or `auto` (chat when the tokenizer has a chat "
+        "template, else raw). Training and evaluation pose it alike (grpo_research/tasks/prompting.py).",
+        one_of("auto", "raw", "chat"))
+    system_prompt: str = doc_field("", "chat: a system turn before the problem (empty: none).")
+    few_shot: int = doc_field(
+        0, "Solved training problems shown before each problem (chat: as earlier user/assistant turns).",
+        closed_interval(0, 16))
 
 
 @dataclass

@@ -26,3 +26,11 @@ def fast_overrides():
     from tests.helpers import fast_run
 
     return fast_run
+
+
+@pytest.fixture(scope="session")
+def chat_model_dir(tmp_path_factory):
+    """A tiny random Llama with a real BPE tokenizer and a ChatML template (tests/helpers.py)."""
+    from tests.helpers import build_chat_model
+
+    return build_chat_model(tmp_path_factory.mktemp("chat_model"))

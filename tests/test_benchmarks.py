@@ -223,7 +223,9 @@ def test_math500_grading_and_ids(tmp_path):
     assert task.grade(p[0], "first \\boxed{1}, finally \\boxed{3/4}").correct
     g = task.grade(p[0], "\\boxed{\\frac{3}{4}} no, \\boxed{1}")
     assert (g.correct, g.outcome, g.extracted) == (False, "wrong_answer", "1")
-    assert task.grade(p[1], "x = 2").outcome == "no_answer"
+    g = task.grade(p[1], "x = 2")  # no \boxed{}: math-verify's reading of the final answer, not formatted
+    assert g.correct and not g.formatted
+    assert task.grade(p[1], "I cannot tell.").outcome == "no_answer"
     assert task.grade(p[1], "\\boxed{2}", finished=False).correct
     no_answer_field = [{k: v for k, v in r.items() if k != "answer"} for r in MATH]  # original MATH layout
     task2 = get_task("math500", data_path=write_jsonl(tmp_path / "m2.jsonl", no_answer_field))

@@ -20,7 +20,8 @@ from grpo_research.cli.common import Parser, run_command
 
 def build_parser() -> Parser:
     p = Parser(prog="grpo-research eval", description="Generate on a benchmark from a checkpoint and score it.")
-    p.add_argument("--checkpoint", required=True, type=Path, help="HF checkpoint dir or a run dir (uses its model/)")
+    p.add_argument("--checkpoint", required=True, type=Path,
+                   help="HF checkpoint dir, a run dir (uses its model/) or a packaged model (smollm2-135m-instruct)")
     p.add_argument("--benchmark", required=True, help="task name: arith, code, gsm8k, math500, humaneval, mbpp, ...")
     p.add_argument("--out", required=True, help="summary JSON (samples and predictions are written beside it)")
     p.add_argument("--data", help="benchmark data: local file or folder, or a Hugging Face dataset name")
@@ -31,6 +32,11 @@ def build_parser() -> Parser:
     p.add_argument("--seed", type=int, default=0, help="sampler seed when --samples > 1")
     p.add_argument("--max-new-tokens", type=int, help="default: the run's rollout.max_new_tokens, else 512")
     p.add_argument("--batch-size", type=int, default=256, help="prompts per generate() call")
+    p.add_argument("--prompt-format", choices=("auto", "raw", "chat"),
+                   help="raw text or the tokenizer's chat template (default: the run's task.prompt_format, else auto: "
+                        "chat when the tokenizer has a template)")
+    p.add_argument("--system-prompt", help="chat: a system turn (default: the run's task.system_prompt)")
+    p.add_argument("--few-shot", type=int, help="solved training problems shown first (default: the run's task.few_shot)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.set_defaults(func=cmd_eval)
     return p

@@ -64,6 +64,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         trainer = build_trainer(cfg, run_dir, model_path)  # may still refuse the config; writes nothing
         if dp.main:
             write_config(run_dir, cfg)
+            from grpo_research.files import write_text_atomic
+            from grpo_research.tasks.prompting import describe
+
+            prompt = json.dumps(describe(trainer.task, trainer.tokenizer), indent=2) + "\n"
+            write_text_atomic(run_dir / "prompt.json", prompt)  # the prompts exactly as the model sees them
         try:
             summary, code = trainer.train(lock=lock), 0
         except InfrastructureFailure as e:

@@ -30,10 +30,19 @@ from pathlib import Path
 from typing import Any
 
 from grpo_research.errors import UsageError
+from grpo_research.tasks.prompting import describe, pose
 
 
 def _resolve(checkpoint: Path, config: Path | None) -> tuple[Path, Path | None]:
-    """(model dir, run config or None)."""
+    """(model dir, run config or None). A packaged model's name (e.g. smollm2-135m-instruct) is
+    its cached checkpoint, converted on first use."""
+    from grpo_research.models.real import PACKAGED_MODELS
+
+    if str(checkpoint) in PACKAGED_MODELS and not checkpoint.exists():
+        from grpo_research.config import load_config
+        from grpo_research.trainers.sft import ensure_base_model
+
+        checkpoint = Path(ensure_base_model(load_config(None, [f"model.name_or_path={checkpoint}"]), progress=False))
     model_dir = checkpoint / "model" if (checkpoint / "model" / "config.json").exists() else checkpoint
     if not (model_dir / "config.json").exists():
         raise UsageError(f"{checkpoint}: not a checkpoint directory (no config.json) nor a run dir with model/")
@@ -73,6 +82,8 @@ def check_args(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag} must be at least 1, got {value}")
     if args.threads < 0:
         raise UsageError(f"--threads must be 0 (torch's default) or more, got {args.threads}")
+    if args.few_shot is not None and not 0 <= args.few_shot <= 16:
+        raise UsageError(f"--few-shot must be in [0, 16], got {args.few_shot}")
     if not 0 <= args.seed < 2**63:
         raise UsageError(f"--seed must be in [0, 2**63), got {args.seed}")
     t = args.temperature
@@ -93,6 +104,19 @@ def _check_context(model, tokenizer, problems, max_new: int) -> None:
     if longest + max_new > ctx:
         raise UsageError(f"--max-new-tokens {max_new} plus the longest prompt ({longest} tokens) exceeds the "
                          f"model's context of {ctx} tokens")
+
+
+def _prompt_config(args: argparse.Namespace, run_cfg):
+    """The task section the prompts are posed by: the run's (its prompt format, system prompt
+    and examples) or the defaults, with --prompt-format / --system-prompt / --few-shot over it."""
+    import dataclasses
+
+    from grpo_research.config import TaskConfig
+
+    t = run_cfg.task if run_cfg is not None else TaskConfig()
+    changes = {k: v for k, v in (("prompt_format", args.prompt_format), ("system_prompt", args.system_prompt),
+                                 ("few_shot", args.few_shot)) if v is not None}
+    return dataclasses.replace(t, **changes)
 
 
 def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
@@ -122,14 +146,15 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
         except ConfigError as e:
             raise UsageError(str(e)) from None
     task = _build_task(args.benchmark, args.data, run_cfg)
-    problems = task.heldout_problems(args.n) if args.n else task.heldout_problems()
-    if args.n and len(problems) < args.n:
-        raise UsageError(f"benchmark {args.benchmark!r} has only {len(problems)} problems, asked for {args.n}")
     max_new = args.max_new_tokens or (run_cfg.rollout.max_new_tokens if run_cfg is not None else 512)
     if args.threads:
         torch.set_num_threads(args.threads)
     model, tokenizer = load_causal_lm(model_dir, run_cfg.model.dtype if run_cfg is not None else "float32")
     model.eval()
+    task = pose(task, _prompt_config(args, run_cfg), tokenizer)  # as the run was trained (tasks/prompting.py)
+    problems = task.heldout_problems(args.n) if args.n else task.heldout_problems()
+    if args.n and len(problems) < args.n:
+        raise UsageError(f"benchmark {args.benchmark!r} has only {len(problems)} problems, asked for {args.n}")
     _check_context(model, tokenizer, problems, max_new)
     greedy = args.samples == 1
     t0 = time.perf_counter()
@@ -147,6 +172,7 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
         summary["missing_task_ids"] = []
     summary.update(
         checkpoint=str(model_dir), n_problems=len(problems), generate_s=round(gen_s, 3),
+        prompt=describe(task, tokenizer),
         decoding={"greedy": greedy, "samples": args.samples, "temperature": None if greedy else args.temperature,
                   "seed": None if greedy else args.seed, "max_new_tokens": max_new},
     )

@@ -270,7 +270,8 @@ def reward_model_reward(task: Task | None = None, path: str | None = None, batch
 
     def text(p: Problem, c: str) -> str:
         if chat_template:
-            messages = [{"role": "user", "content": p.prompt}, {"role": "assistant", "content": c}]
+            question = p.meta.get("question", p.prompt)  # the task's prompt, not the policy's chat rendering of it
+            messages = [{"role": "user", "content": question}, {"role": "assistant", "content": c}]
             return tok.apply_chat_template(messages, tokenize=False)
         return p.prompt + c
 

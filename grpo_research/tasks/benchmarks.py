@@ -22,8 +22,13 @@ Graders, and where they depart from the official ones:
   is judged against the gold `answer` with math_verify (`parse` + `verify`; the gold is
   parsed as `$\\boxed{answer}$`, or as given if that yields nothing). If math_verify finds
   nothing to compare, identical strings (whitespace ignored) still count as equal.
+  Departure: a completion without `\\boxed{}` is judged by math_verify's own extraction of
+  its final answer (`parse(completion)`), with `formatted=False`; officially it is wrong.
 - humaneval (openai/human-eval): runs `prompt + completion + "\\n" + test + "\\n" +
-  "check(entry_point)\\n"` in the sandbox.
+  "check(entry_point)\\n"` in the sandbox. Departure: a completion holding a Markdown code
+  fence (how chat models answer) is read from its first fenced block: a block that defines
+  the entry point is the whole function, run after the prompt (its imports; the stub is
+  redefined); any other block continues the prompt.
 - mbpp (google-research mbpp, test split = task ids 11-510): runs `completion + "\\n" +
   test_setup_code + "\\n" + "\\n".join(test_list)`; `challenge_test_list` is not run.
   The setup code goes *after* the completion: the only two records that have any (367,

@@ -47,10 +47,23 @@ class HumanEval(CodeBenchmark):
 
     def program(self, problem: Problem, completion: str, tests: list[str] | None = None) -> str:
         body = problem.tests if tests is None else "\n".join(tests) + "\n"
-        return problem.prompt + completion + "\n" + body
+        return self.solution_code(problem, completion) + "\n" + body
+
+    @staticmethod
+    def solution_code(problem: Problem, completion: str) -> str:
+        """The prompt continued by the completion (a base model writes the body). A chat model
+        answers in a Markdown fence: a fenced block that defines the entry point is the whole
+        function, run after the prompt (its imports and helpers; its stub is redefined); any
+        other fenced block continues the prompt."""
+        if not _FENCE_RE.search(completion):
+            return problem.prompt + completion
+        code = extract_code(completion)
+        if problem.entry_point and re.search(rf"^def\s+{re.escape(problem.entry_point)}\s*\(", code, re.M):
+            return problem.prompt + "\n    pass\n\n" + code
+        return problem.prompt + code
 
     def check_format(self, problem: Problem, completion: str) -> bool:
-        return compiles(problem.prompt + completion)
+        return compiles(self.solution_code(problem, completion))
 
 
 _FENCE_RE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.S)

@@ -163,12 +163,18 @@ class MATH500(MathBenchmark):
         return self._gold_cache[answer]
 
     def grade(self, problem: Problem, completion: str, finished: bool = True) -> Grade:
-        boxed = last_boxed(completion)
-        if boxed is None:
-            return Grade(correct=False, outcome="no_answer", formatted=False)
         from math_verify import parse, verify
 
         t = _math_verify_timeout()
+        boxed = last_boxed(completion)
+        if boxed is None:  # no \boxed{}: math-verify's own extraction of the final answer (formatted=False)
+            gold = self._gold(problem.answer or "")
+            pred = parse(completion, parsing_timeout=t)
+            if not pred:
+                return Grade(correct=False, outcome="no_answer", formatted=False)
+            ok = bool(gold and verify(gold, pred, timeout_seconds=t))
+            return Grade(correct=ok, outcome="passed" if ok else "wrong_answer", formatted=False,
+                         extracted=str(pred[-1]))
         gold = self._gold(problem.answer or "")
         pred = parse(f"$\\boxed{{{boxed}}}$", parsing_timeout=t)
         ok = bool(gold and pred and verify(gold, pred, timeout_seconds=t))

@@ -41,6 +41,7 @@ from grpo_research.models import load_causal_lm
 from grpo_research.rewards import RewardBatch, build_reward
 from grpo_research.rollout import RolloutBatch, rollout_backend, select_and_concat
 from grpo_research.tasks import build_task
+from grpo_research.tasks.prompting import pose
 from grpo_research.tracking import NullTracker, Tracker, read_metrics
 from grpo_research.trainers import common, distributed
 from grpo_research.trainers.cost import CostMeter, estimate_step_bytes, forward_flops, memory_limit_bytes
@@ -80,6 +81,7 @@ class Trainer:
         if problem:
             raise ConfigError(problem)
         self.policy, self.tokenizer = load_causal_lm(model_path, cfg.model.dtype)
+        self.task = pose(self.task, cfg.task, self.tokenizer)  # raw or chat, k-shot (tasks/prompting.py)
         self.policy.to(self.device)
         if self.samples_policy:
             # rollout.backend: hf -> rollout.generate; vllm -> a colocated engine's generate (same signature),
