@@ -146,3 +146,17 @@ def test_eval_fails_when_every_prediction_is_an_infrastructure_failure(files, mo
     data, _ = files
     assert _eval(model_dir, tmp_path / "o.json", data=data) == 1
     assert "all 2 graded predictions hit sandbox errors" in capsys.readouterr().err
+
+
+def test_eval_of_a_run_dir_rewrites_its_own_eval_files_but_never_the_model(files, model_dir, tmp_path, capsys):
+    """The pipeline evaluates runs/<study>/<run>/ into its eval/: a rerun replaces those files;
+    the model's files stay inputs."""
+    import shutil
+
+    data, _ = files
+    run = tmp_path / "run"
+    shutil.copytree(model_dir, run / "model")
+    out = run / "eval" / "gsm8k.json"
+    assert _eval(run, out, data=data) == 0 and _eval(run, out, data=data) == 0, capsys.readouterr().err
+    assert _eval(run, run / "model" / "config.json", data=data) == 2
+    assert "is the input" in capsys.readouterr().err

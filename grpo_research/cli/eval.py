@@ -47,7 +47,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from grpo_research.evaluation.score import check_outputs, report_sandbox_errors, summary_line, write_results
 
     check_args(args)
-    out = check_outputs(args.out, [args.checkpoint, args.config], args.data, predictions=True)  # before any work
+    # before any work; the inputs are the model's files and the config (a run dir's eval/ is where outputs go)
+    model = args.checkpoint / "model" if (args.checkpoint / "model").is_dir() else args.checkpoint
+    out = check_outputs(args.out, [model, args.config, args.checkpoint / "config.yaml"], args.data, predictions=True)
     result = evaluate_checkpoint(args)
     s = result["summary"]
     write_results(out, s, result["rows"], result["predictions"])
