@@ -67,6 +67,15 @@ def test_mean_ci95_normal_approximation():
     assert mean_ci95([1.0] * 5) == (1.0, 1.0, 1.0)
     assert mean_ci95([0.0, 1.0]) == (0.5, 0.0, 1.0)  # clipped
     assert mean_ci95([0.3]) == (0.3, 0.0, 1.0)  # one task: no information on spread
+    # one sample per task (greedy): the Wilson interval, honest at 0 % and small n
+    from grpo_research.evaluation.metrics import wilson_ci95
+
+    assert aggregate_pass_at_k([(1, 0)] * 3, [1])["1"]["ci95"] == pytest.approx([0.0, 0.5615], abs=1e-4)
+    # the score interval's usual worked examples (81/263, 15/148, 0/20, 1/29), to 4 decimals
+    for (c, n), expected in (((81, 263), (0.2553, 0.3662)), ((15, 148), (0.0624, 0.1605)),
+                             ((0, 20), (0.0, 0.1611)), ((1, 29), (0.0061, 0.1718))):
+        assert wilson_ci95(c, n) == pytest.approx(expected, abs=6e-5)
+    assert aggregate_pass_at_k([(1, 1), (1, 0)], [1])["1"]["ci95"] == pytest.approx(list(wilson_ci95(1, 2)))
     agg = aggregate_pass_at_k([(2, 1), (2, 2), (2, 0)], [1, 2])
     assert agg["1"]["value"] == pytest.approx(0.5) and agg["2"]["value"] == pytest.approx(2 / 3)
     assert agg["2"]["n_tasks"] == 3 and agg["1"]["ci95"][0] < 0.5 < agg["1"]["ci95"][1]

@@ -5,11 +5,16 @@ Trained on Code", eq. 1 and its numerically stable form in Fig. 3): with n sampl
 c are correct, pass@k = 1 - C(n-c, k) / C(n, k), computed as a running product so large n
 never overflows.
 
-The benchmark score is the mean of the per-task values. Its 95% confidence interval is the
-normal approximation over tasks: mean +- 1.96 * s / sqrt(T), with s the sample standard
-deviation (ddof=1) of the T per-task values, clipped to [0, 1]. It measures uncertainty from
-the finite set of tasks and the finite samples per task; it is deterministic (no bootstrap
-seed), and for a single task, where s is undefined, the interval is the whole [0, 1].
+The benchmark score is the mean of the per-task values. Its 95% confidence interval measures
+uncertainty from the finite set of tasks and the finite samples per task, and is deterministic
+(no bootstrap seed):
+
+- when every per-task value is 0 or 1 (one sample per task, as greedy decoding gives, or
+  k = n), the Wilson score interval of the proportion (Wilson 1927), which stays honest at
+  small T and at 0 % or 100 % (0 of 3 solved: [0, 56 %], not the normal approximation's [0, 0]);
+- otherwise the normal approximation over tasks: mean +- 1.96 * s / sqrt(T), with s the sample
+  standard deviation (ddof=1) of the T per-task values, clipped to [0, 1]; for a single task,
+  where s is undefined, the interval is the whole [0, 1].
 """
 from __future__ import annotations
 
@@ -17,7 +22,8 @@ import math
 from typing import Iterable, Sequence
 
 Z95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
-CI_METHOD = "normal approximation over tasks: mean +- 1.96*sd/sqrt(n_tasks), sd with ddof=1, clipped to [0, 1]"
+CI_METHOD = ("Wilson score interval over tasks when every per-task value is 0 or 1, else the normal approximation "
+             "over tasks: mean +- 1.96*sd/sqrt(n_tasks), sd with ddof=1, clipped to [0, 1]")
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -49,6 +55,16 @@ def mean_ci95(values: Sequence[float]) -> tuple[float, float, float]:
     return mean, max(0.0, mean - half), min(1.0, mean + half)
 
 
+def wilson_ci95(successes: int, n: int) -> tuple[float, float]:
+    """The Wilson score 95% interval of a proportion successes / n."""
+    if n <= 0 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n and n > 0; got {successes} of {n}")
+    p, z2 = successes / n, Z95 * Z95
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def aggregate_pass_at_k(counts: Iterable[tuple[int, int]], ks: Iterable[int]) -> dict[str, dict]:
     """{str(k): {"value", "ci95": [lo, hi], "n_tasks"}} from per-task (n, c) counts.
 
@@ -59,5 +75,7 @@ def aggregate_pass_at_k(counts: Iterable[tuple[int, int]], ks: Iterable[int]) ->
     for k in ks:
         per_task = [pass_at_k(n, c, k) for n, c in counts]
         mean, lo, hi = mean_ci95(per_task)
+        if per_task and all(v in (0.0, 1.0) for v in per_task):
+            lo, hi = wilson_ci95(int(sum(per_task)), len(per_task))
         out[str(k)] = {"value": mean, "ci95": [lo, hi], "n_tasks": len(per_task)}
     return out
