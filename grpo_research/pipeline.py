@@ -174,6 +174,14 @@ class Pipeline:
         hub name (which, offline, must be in the local cache)."""
         if model in self.config["base_models"]:
             return
+        from grpo_research.models.real import PACKAGED_MODELS, gguf_file
+
+        if model in PACKAGED_MODELS:  # converted and cached by the first run that needs it
+            try:
+                gguf_file(model)  # installed? (names the package otherwise)
+            except ConfigError as e:
+                raise PipelineError(f"{where}: {e}") from None
+            return
         from grpo_research.model_source import check_model_source
 
         known = ", ".join(self.config["base_models"]) or "none"
@@ -204,14 +212,31 @@ class Pipeline:
                else repr(run_task))
         if key in self._checked_benchmarks:
             return
+        import os
+
+        from grpo_research.model_source import hub_offline
+
+        offline = hub_offline() or os.environ.get("HF_DATASETS_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+        saved = os.environ.get("HF_DATASETS_OFFLINE")
+        os.environ["HF_DATASETS_OFFLINE"] = "1"  # while planning, never wait on the network
         try:
             if key[2] is not None:
                 task = build_task(run_task)
             else:
                 task = get_task(name, **({"data_path": opts["data"]} if opts.get("data") else {}))
             n = len(task.heldout_problems())
-        except (DataError, OSError, TypeError, ConfigError) as e:
+        except DataError as e:
+            if "cannot load dataset" in str(e) and not offline:
+                return  # a hub dataset not cached yet: its job downloads it (not checkable offline)
+            hint = " (set GRPO_RESEARCH_BENCHMARKS or the benchmark's data)" if "cannot load dataset" in str(e) else ""
+            raise PipelineError(f"{where}: {' '.join(str(e).split())[:300]}{hint}") from None
+        except (OSError, TypeError, ConfigError) as e:
             raise PipelineError(f"{where}: {' '.join(str(e).split())}") from None
+        finally:
+            if saved is None:
+                os.environ.pop("HF_DATASETS_OFFLINE", None)
+            else:
+                os.environ["HF_DATASETS_OFFLINE"] = saved
         if opts.get("n") and opts["n"] > n:
             raise PipelineError(f"{where}: n {opts['n']} but the benchmark has {n} held-out problems")
         self._checked_benchmarks.add(key)
@@ -402,12 +427,35 @@ class Pipeline:
         return self.study(name).variants
 
     def study_outputs(self, name: str) -> list[str]:
-        """Every file the report of a study aggregates: summaries and benchmark evaluations."""
+        """Every file the report of a study aggregates: summaries and benchmark evaluations (of
+        the runs of `benchmark_seeds`, and of the base model with `benchmark_base`)."""
         out = []
+        benchmarks = self.study_benchmarks(name)
+        study = None if self.search_of(name) is not None else self.study(name)
         for run_id in self.study_runs(name):
             out.append(f"{self.runs}/{name}/{run_id}/summary.json")
-            out += [f"{self.runs}/{name}/{run_id}/eval/{b}.json" for b in self.study_benchmarks(name)]
+            if study is None or S.seed_of(run_id) in study.benchmark_seeds:
+                out += [f"{self.runs}/{name}/{run_id}/eval/{b}.json" for b in benchmarks]
+        if study is not None and study.benchmark_base:
+            out += [self.base_eval_path(name, b) for b in benchmarks]
         return out
+
+    def base_eval_path(self, name: str, benchmark: str) -> str:
+        return f"{self.runs}/{name}/{S.BASE_EVAL_DIR}/eval/{benchmark}.json"
+
+    def base_eval_args(self, name: str, benchmark: str) -> list[Any]:
+        """`grpo-research eval` of a study's base model on a benchmark, posed as its runs pose
+        their prompts (the first run's task.prompt_format, system prompt and examples)."""
+        study = self.study(name)
+        if not study.benchmark_base:
+            raise PipelineError(f"study {name!r} does not evaluate its base model (benchmark_base: false)")
+        t = load_config(None, study.runs[0].overrides).task
+        model = self.model_path(study.model)
+        return ["--checkpoint", model, "--prompt-format", t.prompt_format, "--system-prompt", t.system_prompt,
+                "--few-shot", t.few_shot, *self.eval_args(name, benchmark)]
+
+    def base_eval_inputs(self, name: str) -> list[str]:
+        return self.base_inputs(self.study(name).model)
 
     def report_args(self, name: str) -> list[Any]:
         """Arguments of `grpo-research report study` for a study."""

@@ -19,7 +19,12 @@ A study (`experiments/<name>.yaml`, schema `workflow/schemas/study.schema.yaml`)
   not crossed with the grid: `sft_control-seed<N>` at the study's sample budget, and
   `sft_control-wall-seed<N>`, trained for as long (summed step seconds, evaluation excluded) as
   the longest RL run of that seed trained (`train-wall` below). Turn it off for tasks that
-  withhold reference solutions, where there is nothing to imitate.
+  withhold reference solutions, where there is nothing to imitate; `equal_samples` keeps the
+  first alone (for models whose RL steps are too slow to match in wall time as well);
+- `benchmark_seeds` (default: every seed): the seeds whose runs are evaluated on `benchmarks`
+  (benchmarks of a large model are costly; the trainer's held-out accuracy covers every run);
+- `benchmark_base` (default false): evaluate the base model itself on `benchmarks` too, into
+  `<runs>/<study>/_base_model/eval/` (the report lists it as the row `base model`).
 
 A run id names the method entry (its `name`, else the method), every swept or `set` value with
 a short key name, and the seed: `ppo-lam0.95-seed1`, `grpo-G8-seed2`, `grpo-beta0.04-seed3`.
@@ -72,6 +77,7 @@ SHORT_NAMES = {
 SEED_SUFFIX = re.compile(r"-seed(-?\d+)$")
 CONTROL_METHOD = "sft_control"
 WALL_BUDGET_FILE = "wall_budget.json"  # written into an equal-wall-time control's run dir
+BASE_EVAL_DIR = "_base_model"  # <runs>/<study>/_base_model/eval/<benchmark>.json: the base model's evaluations
 STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -112,6 +118,8 @@ class Study:
     benchmarks: dict[str, dict]
     runs: list[RunSpec]
     raw: dict[str, Any]
+    benchmark_seeds: list[int] = field(default_factory=list)  # runs of these seeds are evaluated on `benchmarks`
+    benchmark_base: bool = False  # the base model is evaluated on `benchmarks` too
 
     def run(self, run_id: str) -> RunSpec:
         for r in self.runs:
@@ -325,22 +333,33 @@ def expand_study(
     # same base model, not crossed with the study's grid (it samples nothing), once at the
     # study's sample budget and once for the wall time of the longest RL run of the same seed.
     control = raw.get("control", True)
-    if not isinstance(control, bool):
-        raise StudyError(f"{where}: control must be true or false")
+    if control not in (True, False, "equal_samples"):
+        raise StudyError(f"{where}: control must be true, false or equal_samples")
     listed = any(e["method"] == CONTROL_METHOD for e in entries)
     if control and not listed and (not only_methods or CONTROL_METHOD in only_methods):
         rl_runs = list(runs)
         for seed in seed_list:
             twin = make_run(CONTROL_METHOD, CONTROL_METHOD, seed, {}, {}, tags=["control=equal_samples"])
             runs.append(twin)
+            if control == "equal_samples":
+                continue
             runs.append(make_run(CONTROL_METHOD, f"{CONTROL_METHOD}-wall", seed, {}, {},
                                  tags=["control=equal_wall_time"],
                                  wall_match=[r.run_id for r in rl_runs if r.seed == seed],
                                  wall_probe=twin.run_id))
     benchmarks = {k: dict(v or {}) for k, v in (raw.get("benchmarks") or {}).items()}
+    bench_seeds = raw.get("benchmark_seeds")
+    if bench_seeds is not None:
+        if not set(bench_seeds) <= set(raw.get("seeds") or []):
+            raise StudyError(f"{where}: benchmark_seeds {bench_seeds} must be some of the study's seeds "
+                             f"{raw.get('seeds')}")
+        # seeds replaced from the workflow config: as many of the new seeds, the first ones
+        bench_seeds = [s for s in seed_list if s in bench_seeds] or seed_list[:len(bench_seeds)]
     return Study(name=name, path=Path(path) if path else None, description=str(raw.get("description", "")).strip(),
                  default=bool(raw.get("default", False)), model=model, budget_samples=budget, seeds=seed_list,
-                 benchmarks=benchmarks, runs=runs, raw=raw)
+                 benchmarks=benchmarks, runs=runs, raw=raw,
+                 benchmark_seeds=list(bench_seeds) if bench_seeds is not None else list(seed_list),
+                 benchmark_base=bool(raw.get("benchmark_base", False)))
 
 
 def steps_for_budget(budget_samples: int, prompts_per_step: int, group_size: int) -> int:

@@ -287,3 +287,25 @@ def test_plot_render_and_index_check_their_paths(tmp_path, capsys):
         assert analysis_main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and needle in err[0], (argv, err)
+
+
+def test_the_base_model_row_and_one_model_cells_use_the_interval_over_problems(study_dir, tmp_path):
+    base = study_dir / "_base_model" / "eval"
+    base.mkdir(parents=True)
+    (base / "arith.json").write_text(json.dumps({"benchmark": "arith", "pass@1": 0.1,
+                                                 "pass@k": {"1": {"value": 0.1, "ci95": [0.03, 0.25]}}}))
+    only_seed1 = [f"{v}-seed1" for v in ("grpo", "ppo-lam0.95")]
+    for run in only_seed1:  # a one-seed study: one model per variant
+        data = json.loads((study_dir / run / "eval" / "arith.json").read_text())
+        data["pass@k"] = {"1": {"value": data["pass@1"], "ci95": [0.0, 0.9]}}
+        (study_dir / run / "eval" / "arith.json").write_text(json.dumps(data))
+    out = tmp_path / "out"
+    assert analysis_main(["aggregate", "--runs", str(study_dir), "--out", str(out), "--include",
+                          ",".join(only_seed1)]) == 0
+    final = pd.read_csv(out / "final.csv")
+    row = final[(final.variant == "base model") & (final.benchmark == "arith")].iloc[0]
+    assert (row["mean"], row["low"], row["high"], row["interval"]) == (0.1, 0.03, 0.25, "problems")
+    grpo = final[(final.variant == "grpo") & (final.benchmark == "arith")].iloc[0]
+    assert (grpo["low"], grpo["high"], grpo["interval"]) == (0.0, 0.9, "problems")
+    assert "10.0 [3.0, 25.0] (one model, problems)" in (out / "final.md").read_text()
+    assert list(final.variant.drop_duplicates())[0] == "base model"

@@ -41,3 +41,16 @@ def test_weighted_reward_components():
     assert out.total == [1.2, 0.2, 1.0]
     assert out.components["format"] == [1.0, 1.0, 0.0]
     assert out.mask == [True, True, True]
+
+
+def test_question_prompts_for_chat_models():
+    import random
+
+    from grpo_research.tasks import get_task
+
+    task = get_task("arith", levels=[2], level_weights=[1.0], eval_level=2, question=True)
+    p = task.train_problems(random.Random(0), 1)[0]
+    a, b = p.meta["a"], p.meta["b"]
+    assert p.prompt == f"What is {a} + {b}?" and p.answer == str(a + b)
+    assert task.grade(p, f"{a} + {b} = {a + b}.").correct and not task.grade(p, f"{a + b + 1}").correct
+    assert task.heldout_problems(1)[0].prompt.startswith("What is ")

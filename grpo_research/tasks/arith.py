@@ -7,7 +7,8 @@ pairs; training never draws a held-out pair, at any level.
 
 With `withhold_solutions` (task option) training problems carry no reference solution: only
 the reward is available, the setting where RL with verifiable rewards must earn its keep
-(the supervised control cannot run there).
+(the supervised control cannot run there). With `question` (task option) a problem reads
+`What is 7 + 48?`, unpadded, which suits a chat model (task.prompt_format=chat).
 
 Grading: an answer is correct only if generation ended with EOS (a completion cut off is
 not) and the number that ends the completion (after `####`, or alone) equals the sum; text
@@ -31,10 +32,10 @@ def _is_heldout(a: int, b: int) -> bool:
     return ((a * 1000 + b) * 2654435761) % (1 << 32) % 20 == 0
 
 
-def make_problem(a: int, b: int, split: str, index: int) -> Problem:
+def make_problem(a: int, b: int, split: str, index: int, question: bool = False) -> Problem:
     return Problem(
         id=f"arith/{split}/{index}",
-        prompt=f"{a:03d}+{b:03d}=",
+        prompt=f"What is {a} + {b}?" if question else f"{a:03d}+{b:03d}=",
         answer=str(a + b),
         solution=f"#### {a + b}",
         meta={"a": a, "b": b},
@@ -61,13 +62,14 @@ class ArithTask:
     kind = "math"
 
     def __init__(self, levels=(1, 2, 3), level_weights=(0.15, 0.25, 0.6), eval_level: int = 3,
-                 withhold_solutions: bool = False):
+                 withhold_solutions: bool = False, question: bool = False):
         if len(levels) != len(level_weights):
             raise ValueError("levels and level_weights must have the same length")
         self.levels = list(levels)
         self.level_weights = list(level_weights)
         self.eval_level = eval_level
         self.withhold_solutions = withhold_solutions  # reward only: training problems carry no solution
+        self.question = question  # "What is 7 + 48?" (for chat models) instead of "007+048="
         self._heldout: list[Problem] | None = None
 
     def train_problems(self, rng: random.Random, n: int) -> list[Problem]:
@@ -78,7 +80,7 @@ class ArithTask:
             a, b = rng.randrange(hi), rng.randrange(hi)
             if _is_heldout(a, b):
                 continue
-            p = make_problem(a, b, "train", len(out))
+            p = make_problem(a, b, "train", len(out), self.question)
             out.append(dataclasses.replace(p, solution=None) if self.withhold_solutions else p)
         return out
 
@@ -99,7 +101,7 @@ class ArithTask:
                 if not _is_heldout(a, b) or (a, b) in seen:
                     continue
                 seen.add((a, b))
-                problems.append(make_problem(a, b, "heldout", len(problems)))
+                problems.append(make_problem(a, b, "heldout", len(problems), self.question))
             self._heldout = problems
         return self._heldout[:n]
 

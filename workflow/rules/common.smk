@@ -56,6 +56,14 @@ def eval_args(study_name, benchmark):
 
 
 @planned
+def base_eval_args(study_name, benchmark):
+    return q(P.base_eval_args(study_name, benchmark))
+
+
+base_eval_inputs = planned(P.base_eval_inputs)
+
+
+@planned
 def search_args(search):
     return q(P.search_args(search))
 

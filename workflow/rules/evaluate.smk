@@ -14,7 +14,7 @@ rule evaluate_run:
         f"{BENCH}/evaluate_run/{{study}}/{{run_id}}/{{benchmark}}.tsv"
     wildcard_constraints:
         study=alternation(ALL_STUDY_NAMES),
-        run_id=r"[^/]+",
+        run_id=r"[^/_][^/]*",  # not _base_model (rule evaluate_base)
         benchmark=r"[A-Za-z0-9_]+",
     params:
         cli=CLI,
@@ -28,3 +28,30 @@ rule evaluate_run:
     shell:
         "{params.cli} eval --checkpoint {params.run_dir} --benchmark {wildcards.benchmark} "
         "--out {output} --threads {threads} --batch-size {params.batch} {params.args} > {log} 2>&1"
+
+
+rule evaluate_base:
+    """A study's base model on its benchmarks (study key `benchmark_base: true`), posed as its
+    runs pose their prompts, into runs/<study>/_base_model/eval/<benchmark>.json."""
+    input:
+        lambda wc: base_eval_inputs(wc.study),
+    output:
+        f"{RUNS}/{{study}}/_base_model/eval/{{benchmark}}.json",
+    log:
+        f"{LOGS}/evaluate_base/{{study}}/{{benchmark}}.log",
+    benchmark:
+        f"{BENCH}/evaluate_base/{{study}}/{{benchmark}}.tsv"
+    wildcard_constraints:
+        study=alternation(STUDY_FILES),
+        benchmark=r"[A-Za-z0-9_]+",
+    params:
+        cli=CLI,
+        args=lambda wc: base_eval_args(wc.study, wc.benchmark),
+        batch=config["evaluate"]["batch_size"],
+    threads: RES["evaluate"]["threads"]
+    resources:
+        mem_mb=RES["evaluate"]["mem_mb"],
+        runtime=RES["evaluate"]["runtime"],
+    shell:
+        "{params.cli} eval --benchmark {wildcards.benchmark} --out {output} --threads {threads} "
+        "--batch-size {params.batch} {params.args} > {log} 2>&1"
