@@ -121,7 +121,8 @@ def test_two_processes_reach_the_one_process_parameters_and_metrics(runs, eos_mo
 def test_rank_zero_alone_writes_the_run_dir(runs):
     one, two, stdout = runs
     assert sorted(p.name for p in two.iterdir()) == sorted(p.name for p in one.iterdir()) == \
-        [".lock", "checkpoint", "config.yaml", "metrics.jsonl", "model", "samples", "summary.json"]
+        [".lock", "checkpoint", "config.yaml", "metrics.jsonl", "model", "prompt.json", "samples",
+         "summary.json"]
     assert [p.name for p in (two / "samples").iterdir()] == ["step_000002.jsonl"]
     rows = read_metrics(two / "metrics.jsonl")
     assert [r["step"] for r in rows if "reward_mean" in r] == [1, 2]  # each row once

@@ -113,7 +113,10 @@ def test_every_shipped_study_expands():
                   for r in study.runs if not r.wall_match}
         assert budget == {study.budget_samples}, name
         controls = [r.run_id for r in study.runs if r.method == "sft_control"]
-        if study.raw.get("control", True):  # every study has the control unless it turns it off
+        control = study.raw.get("control", True)  # every study has the control unless it turns it off
+        if control == "equal_samples":  # the equal-samples twin alone (no wall-time match)
+            assert controls == [f"sft_control-seed{s}" for s in study.seeds], name
+        elif control:
             assert controls == [f"sft_control{k}-seed{s}" for s in study.seeds for k in ("", "-wall")], name
         else:
             assert not controls, name
@@ -158,11 +161,13 @@ def test_control_is_added_once_per_seed_not_crossed_and_matched_in_wall_time():
     assert wall.wall_match == ["grpo-G2-seed2", "grpo-G4-seed2", "ppo-G2-seed2", "ppo-G4-seed2"]
     assert "sft_control" in study.variants and "sft_control-wall" in study.variants
     assert not [r for r in expand_study({**raw, "control": False}, "ctl").runs if r.method == "sft_control"]
+    twins = [r.run_id for r in expand_study({**raw, "control": "equal_samples"}, "ctl").runs if r.method == "sft_control"]
+    assert twins == ["sft_control-seed1", "sft_control-seed2"]  # no wall-time match
     # a study that lists the control itself gets no second one
     listed = expand_study({**raw, "methods": ["grpo", "sft_control"]}, "ctl")
     assert [r.run_id for r in listed.runs if r.method == "sft_control"] == [
         "sft_control-G2-seed1", "sft_control-G2-seed2", "sft_control-G4-seed1", "sft_control-G4-seed2"]
-    with pytest.raises(StudyError, match="control must be true or false"):
+    with pytest.raises(StudyError, match="control must be true, false or equal_samples"):
         expand_study({**raw, "control": "yes"}, "ctl")
 
 
