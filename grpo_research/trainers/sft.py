@@ -50,12 +50,18 @@ def sft_batch(tokenizer, problems: list[Problem]) -> tuple[torch.Tensor, torch.T
     return ids, mask, lab
 
 
+POSING_KEYS = ("prompt_format", "system_prompt", "few_shot")  # TaskConfig keys of tasks/prompting.py
+
+
 def base_model_key(cfg: RunConfig) -> str:
     """Cache key: everything that determines the base model."""
     m = cfg.model
     spec = {"model": {"hidden": m.hidden_size, "layers": m.num_layers, "heads": m.num_heads,
                       "mlp": m.intermediate_size, "ctx": m.max_position_embeddings},
-            "base": cfg.base.__dict__, "task": cfg.task.__dict__, "max_new_tokens": cfg.rollout.max_new_tokens,
+            "base": cfg.base.__dict__, "max_new_tokens": cfg.rollout.max_new_tokens,
+            # how RL poses prompts does not touch the build (it trains on the task's raw prompts);
+            # left out, so adding those keys kept every cached base model
+            "task": {k: v for k, v in cfg.task.__dict__.items() if k not in POSING_KEYS},
             "version": 1}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
 
