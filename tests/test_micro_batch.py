@@ -113,3 +113,25 @@ def test_a_step_that_cannot_fit_is_refused_with_its_estimate(tiny_model_dir, tmp
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "a training step needs about" in err[0] and "train.micro_batch_size" in err[0]
     assert not (run / "metrics.jsonl").exists()
+
+
+def test_the_summary_records_the_up_front_memory_estimate(tiny_model_dir, tmp_path, monkeypatch):
+    """summary.json's step_memory_estimate_mb is the estimate the trainer checked before training
+    (benchmarks/real_step_memory.py sets it beside the measured peak)."""
+    import json
+
+    import grpo_research.trainers.base as base
+    from grpo_research.cli import main
+
+    seen = []
+
+    def fake(**kw):
+        seen.append(kw)
+        return {"state": 3 * 2**20, "activations": 2 * 2**20, "total": 5 * 2**20}
+
+    monkeypatch.setattr(base, "estimate_step_bytes", fake)
+    run = tmp_path / "run"
+    assert main(["train", "--run-dir", str(run), f"model.name_or_path={tiny_model_dir}", *BASE,
+                 "train.steps=1", "train.micro_batch_size=8"]) == 0
+    assert json.loads((run / "summary.json").read_text())["step_memory_estimate_mb"] == 5
+    assert seen and seen[0]["rows"] == 8  # the micro-batch, not the whole step's 4 x G rows

@@ -140,6 +140,7 @@ class Trainer:
             hidden=hidden, intermediate=getattr(c, "intermediate_size", 4 * hidden),
             layers=getattr(c, "num_hidden_layers", 1), vocab=getattr(c, "vocab_size", 1), rows=mb,
             seq_len=seq_len, checkpointing=t.gradient_checkpointing)
+        self.step_memory_estimate = est
         limit = memory_limit_bytes(self.device)
         if est["total"] > limit:
             gb = 2**30
@@ -447,6 +448,8 @@ class Trainer:
             "final_accuracy": acc[-1]["eval/accuracy"] if acc else None,
             "train_s_this_invocation": time.perf_counter() - t_start,
         }
+        if getattr(self, "step_memory_estimate", None):  # the up-front estimate (cost.estimate_step_bytes)
+            summary["step_memory_estimate_mb"] = round(self.step_memory_estimate["total"] / 2**20)
         write_text_atomic(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         return summary
 
