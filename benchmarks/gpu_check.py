@@ -1,182 +1,182 @@
-"""GPU check of the vLLM rollout backend (run by benchmarks/gpu_check.sh in the GPU venv).
+"""GPU check through the real CLI on the HF backend, for the lent GPU machine as it comes.
 
-1. Builds the tiny char Llama (default size) and warms it up on `arith` for `--sft-steps`
-   supervised steps on the GPU (seconds), so completions end in EOS and rewards vary.
-2. Starts a colocated vLLM engine (`VLLMRollout`) on it, float32 if the installed vLLM runs
-   float32, else bfloat16 (printed).
-3. Runs `--steps` GRPO steps (G = 8 x 8 prompts, 32 new tokens, beta 0.04, lr 3e-5, mu = 1):
-   rollout with vLLM (weights pushed after every update), reward, group advantages, the
-   clipped surrogate + k3 KL, one AdamW step; per step the generated tokens per second of the
-   rollout and `rollout/logp_drift` (mean |logp vLLM - logp trainer| on the sampled tokens).
-4. The same rollout through the HF backend (lean loop) on the GPU, for comparison.
+That machine has torch (2.11, CUDA 13), transformers (5.17), numpy, pyyaml, tqdm, safetensors,
+tokenizers, accelerate, pandas, matplotlib, psutil and pytest, and nothing else: no network,
+no vLLM, no wandb, optuna, snakemake, math-verify, datasets or jsonschema. Training imports
+none of those, so this script runs the package from the checkout (`PYTHONPATH`), with no
+install. `benchmarks/gpu_check.sh` runs it; it prints:
 
-Prints `vllm_tokens_per_s=`, `hf_tokens_per_s=`, `logp_drift=` (medians over the steps after
-the first) and `weight_syncs=`.
+(a) the tiny offline default on CUDA: the base model built by `grpo-research sft` (on the CPU,
+    as the pipeline builds it), then `grpo-research train` for 20 GRPO steps on `model.device=
+    cuda`, and its held-out greedy accuracy at step 0 and at the end (`tiny_accuracy=`);
+(b) a randomly initialised Llama of Qwen2.5-0.5B's shape (hidden 896, 24 layers, 14 heads with
+    2 KV heads, MLP 4864, vocabulary 151,936, tied embeddings; built from a config alone) with
+    `model.dtype=bfloat16`, `train.micro_batch_size`, `train.gradient_checkpointing=true`:
+    `grpo-research train` of GRPO and of PPO for a few steps each (8 prompts x G = 8, 128 new
+    tokens), and per method the medians over the steps after the first of generated tokens/s,
+    MFU twice: `cost/mfu` (the step's model FLOPs over the peak FLOP/s of a 1024-square float32
+    matmul the process measured, which on a GPU this size understates the peak) and against
+    `--peak-tflops` (default 989: the H200's bfloat16 dense datasheet figure),
+    peak memory (`torch.cuda.max_memory_allocated`) and step time (`big_<method>=` lines, and
+    `big_ppo_over_grpo=` for the step-time ratio). The tokenizer is the character one, so most
+    sampled ids decode to nothing and nearly every completion runs to the token limit: a
+    throughput and memory check at full length, not a learning check.
+(c) is `pytest -m gpu`, run by the shell script after this.
+
+`--dry-run-cpu` runs the same commands on the CPU at tiny sizes (a few build and train steps, a
+2-layer model of the same vocabulary in float32 without gradient checkpointing), so the test
+suite checks this script's code paths on every CI run (tests/test_gpu_check.py).
 """
 from __future__ import annotations
 
 import argparse
-import random
+import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+
+# Qwen2.5-0.5B's shape (its config.json), as a Llama (a Qwen2 config would swap the character
+# tokenizer's pre-tokenizer in transformers 5; the difference, Qwen2's q/k/v biases, is 0.1 %
+# of the parameters)
+QWEN25_05B = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                  num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, rope_theta=1_000_000.0,
+                  rms_norm_eps=1e-6, max_position_embeddings=1024)
+DRY_BIG = dict(QWEN25_05B, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+               num_key_value_heads=2)
 
 
-class _StandInEngine:
-    """--dry-run-cpu: the HF backend behind VLLMRollout's interface (sampler log-probs = the
-    trainer's), to exercise this script's loop without a GPU."""
+def _env(threads: int) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               WANDB_MODE="disabled", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS=str(threads),
+               MKL_NUM_THREADS=str(threads))
+    return env
 
-    def __init__(self, model_dir, **_):
-        self.syncs = 0
-        self._version = None
 
-    def generate(self, model, tokenizer, problems, n_per_prompt=1, **kw):
+def cli(args: list[str], threads: int, label: str) -> float:
+    """Run `grpo-research ARGS` in a fresh process; its output goes to ours; returns seconds."""
+    t0 = time.perf_counter()
+    print(f"# {label}: grpo-research {' '.join(args)}", flush=True)
+    proc = subprocess.run([sys.executable, "-m", "grpo_research.cli", *args], cwd=ROOT, env=_env(threads),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail = "\n".join(proc.stdout.splitlines()[-15:])
+    if proc.returncode != 0:
+        print(tail, flush=True)
+        raise SystemExit(f"gpu_check: {label} failed (exit {proc.returncode})")
+    return time.perf_counter() - t0
+
+
+def rows(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def build_random_llama(out: Path, shape: dict, dtype: str) -> int:
+    """A randomly initialised LlamaForCausalLM of `shape` with the character tokenizer, saved in
+    `dtype`; returns its parameter count."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from grpo_research.models import build_char_tokenizer
+
+    tok = build_char_tokenizer()
+    config = LlamaConfig(**shape, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+                         eos_token_id=tok.eos_token_id)
+    torch.manual_seed(0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    with torch.device(device):  # initialising 0.5 B parameters on the GPU takes a fraction of the CPU's time
+        model = LlamaForCausalLM(config)
+    model.to(getattr(torch, dtype)).save_pretrained(out)
+    tok.save_pretrained(out)
+    return sum(p.numel() for p in model.parameters())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dry-run-cpu", action="store_true", help="the same commands on the CPU at tiny sizes")
+    ap.add_argument("--tiny-steps", type=int, default=20)
+    ap.add_argument("--big-steps", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=8, help="CPU threads of the base-model build")
+    ap.add_argument("--peak-tflops", type=float, default=989.0,
+                    help="the accelerator's dense bf16 peak for MFU (H200: 989)")
+    ap.add_argument("--workdir", default=None, help="default: a fresh temporary folder")
+    args = ap.parse_args()
+    dry = args.dry_run_cpu
+    t_start = time.perf_counter()
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="gpu-check-"))
+    work.mkdir(parents=True, exist_ok=True)
+    device = "cpu" if dry else "cuda"
+    if not dry:
         import torch
 
-        from grpo_research.rollout import SampledRolloutBatch, generate
-        from grpo_research.trainers.common import token_logprobs
-
-        version = tuple(p._version for p in model.parameters())
-        self.syncs += version != self._version
-        self._version = version
-        b = generate(model, tokenizer, problems, n_per_prompt, **kw)
-        with torch.no_grad():
-            lp, _ = token_logprobs(model, b.input_ids, b.attention_mask, b.completion_mask.shape[1])
-        fields = {k: getattr(b, k) for k in b.__dataclass_fields__}
-        return SampledRolloutBatch(**fields, sampler_logprobs=lp)
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--sft-steps", type=int, default=600)
-    ap.add_argument("--dtype", default="auto", help="vLLM dtype: auto = float32, else bfloat16 if float32 fails")
-    ap.add_argument("--cuda-graphs", action="store_true", help="let vLLM capture CUDA graphs (slower start)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--dry-run-cpu", action="store_true",
-                    help="check this script without a GPU: CPU, and a stand-in engine on the HF backend")
-    args = ap.parse_args()
-
-    import torch
-
-    from grpo_research.algorithms import ADVANTAGES, SURROGATES, aggregate_loss, kl_estimate
-    from grpo_research.config import RunConfig
-    from grpo_research.models import build_char_tokenizer, build_tiny_model
-    from grpo_research.rewards import build_reward
-    from grpo_research.rollout import generate
-    from grpo_research.rollout.vllm_backend import VLLMRollout, logp_drift
-    from grpo_research.tasks import get_task
-    from grpo_research.trainers.common import step_seed, token_logprobs
-    from grpo_research.trainers.sft import sft_batch
-
-    if args.dry_run_cpu:
-        dev = torch.device("cpu")
-        torch.cuda.synchronize = lambda: None
-        VLLMRollout = _StandInEngine  # noqa: N806
-    else:
-        assert torch.cuda.is_available(), "no CUDA device"
-        dev = torch.device("cuda")
+        if not torch.cuda.is_available():
+            raise SystemExit("gpu_check: torch sees no CUDA device (use --dry-run-cpu to check the script on a CPU)")
         print(f"# device {torch.cuda.get_device_name(0)}  torch {torch.__version__}", flush=True)
-    t_start = time.perf_counter()
-    cfg = RunConfig()
-    a = cfg.algo
-    G, PROMPTS, MAX_NEW = 8, 8, 32
-    torch.manual_seed(args.seed)
-    task = get_task("arith")
-    tok = build_char_tokenizer()
-    model = build_tiny_model(len(tok), seed=args.seed).to(dev)
+    import transformers
 
-    # 1. supervised warm-up on the GPU
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98))
-    rng = random.Random(args.seed)
-    for _ in range(args.sft_steps):
-        ids, mask, labels = (t.to(dev) for t in sft_batch(tok, task.train_problems(rng, 128)))
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-    model_dir = Path(tempfile.mkdtemp(prefix="gpu-check-"))
-    model.save_pretrained(model_dir)
-    tok.save_pretrained(model_dir)
-    print(f"sft: {args.sft_steps} steps, loss {loss.item():.3f}, {time.perf_counter() - t_start:.0f} s", flush=True)
+    print(f"# transformers {transformers.__version__}", flush=True)
+    quiet = ["tracking.wandb=disabled", "tracking.progress=false"]
 
-    # 2. the engine
-    dtypes = ["float32", "bfloat16"] if args.dtype == "auto" else [args.dtype]
-    engine = None
-    for dtype in dtypes:
-        try:
-            t0 = time.perf_counter()
-            engine = VLLMRollout(model_dir, seed=args.seed, dtype=dtype, max_model_len=64,
-                                 gpu_memory_utilization=0.25, enforce_eager=not args.cuda_graphs)
-            print(f"vllm engine: dtype {dtype}, started in {time.perf_counter() - t0:.0f} s", flush=True)
-            break
-        except Exception as e:  # noqa: BLE001 - report and try the next dtype
-            print(f"vllm engine with dtype {dtype} failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
-    if engine is None:
-        raise SystemExit("could not start vLLM")
+    # (a) the tiny offline default on CUDA
+    base = work / "tiny-arith"
+    build = ["base.max_steps=20", "base.eval_every=10", "base.check_size=20", "base.eval_size=50"] if dry else []
+    s = cli(["sft", "--out", str(base), *build, *quiet], args.threads, "(a) base model (CPU)")
+    info = json.loads((base / "base_info.json").read_text())
+    print(f"tiny_base: {info['steps']} steps, held-out accuracy {info['heldout_accuracy']:.3f}, {s:.0f} s", flush=True)
+    tiny = work / "tiny-grpo"
+    steps = 2 if dry else args.tiny_steps
+    eval_size = 50 if dry else 1000
+    s = cli(["train", "--run-dir", str(tiny), f"model.name_or_path={base}", f"model.device={device}",
+             f"train.steps={steps}", f"train.eval_every={steps}", f"train.eval_size={eval_size}",
+             "train.threads=1", *quiet], 1, f"(a) {steps} GRPO steps on {device}")
+    r = rows(tiny)
+    acc = [x["eval/accuracy"] for x in r if "eval/accuracy" in x]
+    step_s = statistics.median(x["step_s"] for x in r if "step_s" in x)
+    print(f"tiny_accuracy={acc[0]:.3f}->{acc[-1]:.3f} (held-out, greedy, {eval_size} problems; step 0 and {steps}) "
+          f"step_s={step_s:.3f} reward_last={[x for x in r if 'reward_mean' in x][-1]['reward_mean']:.3f} "
+          f"({s:.0f} s)", flush=True)
 
-    # 3. GRPO steps with vLLM rollouts
-    policy = model.train()
-    ref = build_tiny_model(len(tok), seed=args.seed).to(dev)
-    ref.load_state_dict(policy.state_dict())
-    ref.eval().requires_grad_(False)
-    opt = torch.optim.AdamW(policy.parameters(), lr=3e-5, betas=(0.9, 0.99))
-    reward_fn = build_reward(task, {"correct": 1.0, "format": 0.2}, {})
-    data_rng = random.Random(args.seed)
-    tok_s, drifts, rewards = [], [], []
-    for step in range(args.steps):
-        problems = task.train_problems(data_rng, PROMPTS)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        batch = engine.generate(policy, tok, problems, G, max_new_tokens=MAX_NEW, temperature=1.0,
-                                seed=step_seed(args.seed, step))
-        t_gen = time.perf_counter() - t0
-        rb = reward_fn(batch.problems, batch.completions, batch.finished)
-        r = torch.tensor(rb.total, device=dev)
-        adv = ADVANTAGES[a.advantage](r, a)
-        ids, am = batch.input_ids.to(dev), batch.attention_mask.to(dev)
-        mask = batch.completion_mask.to(dev).float()
-        T = mask.shape[1]
-        with torch.inference_mode():
-            ref_lp, _ = token_logprobs(ref, ids, am, T)
-        ref_lp = ref_lp.clone()
-        logp, _ = token_logprobs(policy, ids, am, T)
-        drift = logp_drift(batch.sampler_logprobs, logp.detach(), mask)
-        per_token = SURROGATES[a.importance](logp, logp.detach(), adv, mask, a.clip_eps, a.clip_eps) \
-            + a.beta * kl_estimate(logp, ref_lp, a.kl_estimator)
-        loss = aggregate_loss(per_token, mask, a.loss_agg, max_len=MAX_NEW)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-        opt.step()
-        tok_s.append(batch.completion_tokens / t_gen)
-        drifts.append(drift)
-        rewards.append(r.mean().item())
-        print(f"step {step}: rollout {t_gen * 1000:.0f} ms, {tok_s[-1]:.0f} tok/s, completion_len "
-              f"{mask.sum(1).mean().item():.1f}, reward {rewards[-1]:.3f}, rollout/logp_drift {drift:.2e}", flush=True)
+    # (b) GRPO vs PPO at Qwen2.5-0.5B's size
+    shape = DRY_BIG if dry else QWEN25_05B
+    dtype = "float32" if dry else "bfloat16"
+    big = work / "llama-0.5b-random"
+    t0 = time.perf_counter()
+    n = build_random_llama(big, shape, dtype)
+    print(f"big_model: random Llama, {n / 1e6:.1f} M parameters, {dtype}, built and saved in "
+          f"{time.perf_counter() - t0:.0f} s", flush=True)
+    big_steps = 2 if dry else args.big_steps
+    new_tokens = 8 if dry else 128
+    common = [f"model.name_or_path={big}", f"model.device={device}", f"model.dtype={dtype}",
+              f"train.steps={big_steps}", f"train.eval_every={big_steps}", "train.eval_size=8",
+              "rollout.prompts_per_step=8", "algo.group_size=8", f"rollout.max_new_tokens={new_tokens}",
+              "train.micro_batch_size=16", f"train.gradient_checkpointing={'false' if dry else 'true'}",
+              "train.threads=1", "train.checkpoint_every=1000", *quiet]
+    results = {}
+    for method in ("grpo", "ppo"):
+        run = work / f"big-{method}"
+        s = cli(["train", "--run-dir", str(run), f"method={method}", *common], 1, f"(b) {method}, {big_steps} steps")
+        steps_rows = [x for x in rows(run) if "step_s" in x]
+        later = steps_rows[1:] or steps_rows  # the first step pays CUDA's warm-up
 
-    # 4. the HF backend on the same GPU, same batch shape
-    hf = []
-    for step in range(3):
-        problems = task.train_problems(data_rng, PROMPTS)
-        policy.eval()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        batch = generate(policy, tok, problems, G, max_new_tokens=MAX_NEW, seed=step_seed(args.seed, 1000 + step))
-        torch.cuda.synchronize()
-        hf.append(batch.completion_tokens / (time.perf_counter() - t0))
-    later = slice(1, None) if args.steps > 1 else slice(None)
-    print(f"vllm_tokens_per_s={statistics.median(tok_s[later]):.0f}")
-    print(f"hf_tokens_per_s={statistics.median(hf[1:]):.0f}")
-    print(f"logp_drift={statistics.median(drifts[later]):.3e}")
-    print(f"weight_syncs={engine.syncs} (steps {args.steps}); total {time.perf_counter() - t_start:.0f} s")
+        def med(key):
+            return statistics.median(x[key] for x in later)
+
+        results[method] = {"step_s": med("step_s"), "tokens_per_s": med("cost/gen_tokens_per_s"),
+                           "mfu": med("cost/mfu"), "flops_per_s": med("cost/model_flops_per_s"), "peak_mem_gb": max(x["peak_mem_mb"] for x in steps_rows) / 1024,
+                           "rollout_s": med("rollout_s"), "update_s": med("update_s")}
+        m = results[method]
+        print(f"big_{method}=step_s {m['step_s']:.2f} (rollout {m['rollout_s']:.2f}, update {m['update_s']:.2f}) "
+              f"gen_tokens_per_s {m['tokens_per_s']:.0f} mfu {m['mfu']:.4f} "
+              f"mfu_vs_peak {m['flops_per_s'] / (args.peak_tflops * 1e12):.4f} peak_mem_gb {m['peak_mem_gb']:.2f} "
+              f"({s:.0f} s in all)", flush=True)
+    print(f"big_ppo_over_grpo={results['ppo']['step_s'] / results['grpo']['step_s']:.2f} (step time)")
+    print(f"gpu_check.py: done in {time.perf_counter() - t_start:.0f} s", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
