@@ -141,3 +141,24 @@ def test_gsm8k_without_hashes_is_graded_by_its_last_number(tmp_path):
 def test_pose_needs_no_tokenizer_for_raw():
     task = build_task(TaskConfig())
     assert pose(task, dataclasses.replace(TaskConfig(), prompt_format="raw"), None) is task
+
+
+def test_gsm8k_in_chat_drops_the_completion_scaffolding(chat_model_dir, tmp_path):
+    """A chat turn carries the task's chat wording (no "Question:" / trailing "Answer:"); raw keeps
+    the completion prompt; grading sees the task's own problem either way; k-shot examples too."""
+    data = tmp_path / "gsm8k"
+    data.mkdir()
+    rec = [{"question": f"What is {i} + 2?", "answer": f"{i} + 2 = {i + 2}\n#### {i + 2}"} for i in range(3)]
+    for name in ("test.jsonl", "train.jsonl"):
+        (data / name).write_text("".join(json.dumps(r) + "\n" for r in rec))
+    task = get_task("gsm8k", data_path=str(data / "test.jsonl"))
+    tok = _tok(chat_model_dir)
+    raw = task.heldout_problems(1)[0]
+    assert raw.prompt.startswith("Question: What is 0 + 2?") and raw.prompt.endswith("Answer:")
+    chat = pose(task, TaskConfig(prompt_format="chat"), tok)
+    p = chat.heldout_problems(1)[0]
+    assert p.prompt == ("<|im_start|>user\nWhat is 0 + 2?\nSolve the problem step by step, then give the final "
+                        "answer as '#### <number>'.<|im_end|>\n<|im_start|>assistant\n")
+    assert p.meta["question"] == raw.prompt and chat.grade(p, "#### 2").correct
+    shot = pose(task, TaskConfig(prompt_format="chat", few_shot=1), tok).heldout_problems(1)[0]
+    assert shot.prompt.startswith("<|im_start|>user\nWhat is ") and "Answer:" not in shot.prompt

@@ -54,6 +54,8 @@ class GSM8K(MathBenchmark):
 
     name = "gsm8k"
     PROMPT = "Question: {question}\nSolve the problem step by step, then give the final answer as '#### <number>'.\nAnswer:"
+    # the user turn in chat format: the same request without the completion prompt's scaffolding
+    CHAT_PROMPT = "{question}\nSolve the problem step by step, then give the final answer as '#### <number>'."
 
     def __init__(self, data_path: str | os.PathLike | None = None, train_path: str | os.PathLike | None = None,
                  hub: str = "openai/gsm8k", config: str = "main"):
@@ -72,7 +74,8 @@ class GSM8K(MathBenchmark):
             rid = rec.get("task_id", rec.get("id"))
             pid = prefix + (str(rid) if rid is not None else str(i))
             problems.append(Problem(id=pid, prompt=self.PROMPT.format(question=question), answer=_number(gold),
-                                    solution=answer, meta={"index": i, "aliases": [str(i)] if rid is not None else []}))
+                                    solution=answer, meta={"index": i, "aliases": [str(i)] if rid is not None else [],
+                                                           "chat_prompt": self.CHAT_PROMPT.format(question=question)}))
         return problems
 
     def _load_train(self) -> list[Problem] | None:

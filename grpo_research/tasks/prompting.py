@@ -10,7 +10,8 @@ prompts it was trained on.
 
 - `raw`: the task's prompt; k-shot examples go before it as `prompt + solution` blocks.
 - `chat`: `tokenizer.apply_chat_template` of [system], (user: example prompt, assistant: its
-  solution) x k, user: the prompt, with the generation prompt. The template's end-of-turn
+  solution) x k, user: the prompt, with the generation prompt. A task may give a chat wording
+  of its prompt (`Problem.meta["chat_prompt"]`, e.g. GSM8K's without "Question:"/"Answer:"). The template's end-of-turn
   token becomes the tokenizer's EOS (`use_end_of_turn_as_eos`), so a finished answer ends
   generation and counts as finished.
 - `auto`: chat when the tokenizer has a chat template, else raw.
@@ -73,7 +74,8 @@ class PosedTask:
         return getattr(self.task, name)
 
     def _pose(self, p: Problem) -> Problem:
-        return dataclasses.replace(p, prompt=self._render(p.prompt), meta={**p.meta, "question": p.prompt})
+        return dataclasses.replace(p, prompt=self._render(user_text(p, self.description["format"])),
+                                   meta={**p.meta, "question": p.prompt})
 
     @staticmethod
     def _unpose(p: Problem) -> Problem:
@@ -96,6 +98,13 @@ class PosedTask:
 
     def grade_many(self, problems: list[Problem], completions: list[str], finished: list[bool]) -> list[Grade]:
         return self.task.grade_many([self._unpose(p) for p in problems], completions, finished)
+
+
+def user_text(p: Problem, fmt: str) -> str:
+    """The text the model is given for `p`: in chat, the task's chat wording where it has one
+    (`meta["chat_prompt"]`: the question and the answer format without a completion prompt's
+    scaffolding such as a trailing "Answer:"), else its prompt."""
+    return p.meta.get("chat_prompt", p.prompt) if fmt == "chat" else p.prompt
 
 
 def _examples(task: Task, k: int) -> list[Problem]:
@@ -131,7 +140,7 @@ def pose(task: Task, t, tokenizer) -> Task:
     description["eos_token"] = use_end_of_turn_as_eos(tokenizer) or tokenizer.eos_token
     head = [{"role": "system", "content": t.system_prompt}] if t.system_prompt else []
     for p in shots:
-        head += [{"role": "user", "content": p.prompt}, {"role": "assistant", "content": p.solution}]
+        head += [{"role": "user", "content": user_text(p, "chat")}, {"role": "assistant", "content": p.solution}]
 
     def render(prompt: str) -> str:
         return tokenizer.apply_chat_template(head + [{"role": "user", "content": prompt}], tokenize=False,
