@@ -49,3 +49,14 @@ def test_the_gpu_check_runs_on_a_cpu_without_the_packages_the_gpu_image_lacks(tm
     assert re.search(r"^big_ppo_over_grpo=\d+\.\d\d", out, re.M)
     assert re.search(r"\d+ tests? collected", out), out  # (c): tests/test_gpu.py collects with the image's packages
     assert (tmp_path / "work" / "big-ppo" / "summary.json").exists()
+
+
+def test_the_vllm_check_loop_runs_with_a_stand_in_engine_on_a_cpu():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "vllm_check.py"), "--dry-run-cpu",
+                           "--sft-steps", "5", "--steps", "2"], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for key in ("vllm_tokens_per_s=", "hf_tokens_per_s=", "logp_drift=", "weight_syncs=2 (steps 2)"):
+        assert key in proc.stdout, proc.stdout
+    drift = float(re.search(r"^logp_drift=(\S+)", proc.stdout, re.M).group(1))
+    assert drift < 1e-4  # the stand-in samples with the trainer's own model: no drift
