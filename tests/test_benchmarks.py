@@ -271,6 +271,9 @@ def test_mbpp_split_prompt_program_and_fences(tmp_path):
     grades = task.grade_many([p[0]] * 4, [p[0].solution, fenced, "def add_11(x):\n    return x", "pass"], [True] * 4)
     assert [g.correct for g in grades] == [True, True, False, False]
     assert task.check_format(p[0], fenced) and not task.check_format(p[0], "def other(x):\n    return x")
+    # code straight in the reply, then a closing fence it never opened and prose
+    unopened = "def add_11(x):\n    return x + 11\n```\n\nThis adds 11."
+    assert task.grade_many([p[0]], [unopened], [True])[0].correct and task.check_format(p[0], unopened)
 
 
 def test_mbpp_setup_code_runs_after_the_completion(tmp_path):

@@ -104,6 +104,10 @@ HUMANEVAL = {"task_id": "HumanEval/0", "entry_point": "add",
     ("Here you go:\n```python\ndef add(a, b):\n    return math.fsum([a, b])\n```\nDone.", True),  # the whole function
     ("```python\n    return a + b\n```", True),  # a fenced body
     ("```python\ndef add(a, b):\n    return a - b\n```", False),
+    # code written straight into the reply, then a fence it never opened and prose (SmolLM2 does this)
+    ("import math\n\ndef add(a, b):\n    return a + b\n\nprint(add(1, 2))\n```\n\nIn this code, `add` sums.", True),
+    ("def add(a, b):\n    return a * b\n```\nThis multiplies.", False),
+    ("Use `+`:\n```python\ndef add(a, b):\n    return a + b\n```", True),  # prose before a fence: the fenced block
 ])
 def test_humaneval_reads_fenced_code(tmp_path, completion, correct):
     data = tmp_path / "HumanEval.jsonl"

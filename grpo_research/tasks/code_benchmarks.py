@@ -52,13 +52,14 @@ class HumanEval(CodeBenchmark):
     @staticmethod
     def solution_code(problem: Problem, completion: str) -> str:
         """The prompt continued by the completion (a base model writes the body). A chat model
-        answers in a Markdown fence: a fenced block that defines the entry point is the whole
-        function, run after the prompt (its imports and helpers; its stub is redefined); any
-        other fenced block continues the prompt."""
-        if not _FENCE_RE.search(completion):
+        answers in a Markdown fence (or writes the code and then closes a fence it never
+        opened): code that defines the entry point is the whole function, run after the prompt
+        (its imports and helpers; its stub is redefined); any other fenced block continues the
+        prompt."""
+        if "```" not in completion:
             return problem.prompt + completion
-        code = extract_code(completion)
-        if problem.entry_point and re.search(rf"^def\s+{re.escape(problem.entry_point)}\s*\(", code, re.M):
+        code = extract_code(completion, problem.entry_point)
+        if _defines(code, problem.entry_point):
             return problem.prompt + "\n    pass\n\n" + code
         return problem.prompt + code
 
@@ -69,8 +70,17 @@ class HumanEval(CodeBenchmark):
 _FENCE_RE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.S)
 
 
-def extract_code(completion: str) -> str:
-    """The first Markdown-fenced block of `completion`, or the completion itself."""
+def _defines(code: str, name: str | None) -> bool:
+    return bool(name) and re.search(rf"^def\s+{re.escape(name)}\s*\(", code, re.M) is not None
+
+
+def extract_code(completion: str, entry_point: str | None = None) -> str:
+    """The code of `completion`: the text before its first fence when that text defines
+    `entry_point` (code written straight into the reply, then a closing fence and prose), else
+    its first Markdown-fenced block, else the completion itself."""
+    first = completion.find("```")
+    if first > 0 and _defines(completion[:first], entry_point):
+        return completion[:first]
     m = _FENCE_RE.search(completion)
     return m.group(1) if m else completion
 
@@ -129,12 +139,12 @@ class _MBPPBase(CodeBenchmark):
 
     def program(self, problem: Problem, completion: str, tests: list[str] | None = None) -> str:
         tests = problem.meta["test_list"] if tests is None else tests
-        code, setup = extract_code(completion), problem.meta["test_setup"]
+        code, setup = extract_code(completion, problem.entry_point), problem.meta["test_setup"]
         parts = [setup, code] if self.SETUP_FIRST else [code, setup]
         return "\n".join(parts + list(tests)) + "\n"
 
     def check_format(self, problem: Problem, completion: str) -> bool:
-        code = extract_code(completion)
+        code = extract_code(completion, problem.entry_point)
         if not compiles(code):
             return False
         return problem.entry_point is None or re.search(rf"^def\s+{problem.entry_point}\b", code, re.M) is not None
