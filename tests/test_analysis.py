@@ -309,3 +309,22 @@ def test_the_base_model_row_and_one_model_cells_use_the_interval_over_problems(s
     assert (grpo["low"], grpo["high"], grpo["interval"]) == (0.0, 0.9, "problems")
     assert "10.0 [3.0, 25.0] (one model, problems)" in (out / "final.md").read_text()
     assert list(final.variant.drop_duplicates())[0] == "base model"
+
+
+def test_final_charts_show_the_base_model_and_say_what_their_intervals_are(tmp_path):
+    """The base model's benchmark row (not a study variant) gets a bar, first; one-model bars
+    are captioned as intervals over problems, not over seeds."""
+    import pandas as pd
+
+    from grpo_research.analysis.plots import final_bar_order, interval_caption, plot_final
+
+    final = pd.DataFrame([
+        {"variant": "base model", "method": "base", "benchmark": "gsm8k", "mean": 0.1, "low": 0.02, "high": 0.4,
+         "n_seeds": 1, "interval": "problems", "seeds": "", "values": "0.1"},
+        {"variant": "grpo", "method": "grpo", "benchmark": "gsm8k", "mean": 0.2, "low": 0.06, "high": 0.5,
+         "n_seeds": 1, "interval": "problems", "seeds": "1", "values": "0.2"}])
+    assert final_bar_order(final, ["grpo", "ppo"]) == ["base model", "grpo", "ppo"]
+    assert interval_caption({"problems"}) == "n = 1: one model, 95 % interval over problems"
+    assert "over seeds" in interval_caption({"seeds", "problems"})
+    (path,) = plot_final(final, tmp_path, "s", ["grpo"])
+    assert path.name == "final_gsm8k.png" and path.stat().st_size > 1000

@@ -75,9 +75,29 @@ def plot_curves(curves: pd.DataFrame, out_dir: str | Path, study: str, smooth: i
     return paths
 
 
+def final_bar_order(final: pd.DataFrame, variants: list[str]) -> list[str]:
+    """Bars of the final-accuracy charts: rows outside `variants` (the base model) first, then `variants`."""
+    return [v for v in dict.fromkeys(final["variant"]) if v not in variants] + list(variants)
+
+
+def interval_caption(intervals: set[str]) -> str:
+    """What the error bars of a final-accuracy chart are, from final_table's `interval` column."""
+    how = []
+    if "seeds" in intervals:
+        how.append("n > 1: mean over seeds, 95 % bootstrap CI over seeds")
+    if "problems" in intervals:
+        how.append("n = 1: one model, 95 % interval over problems")
+    return "; ".join(how)
+
+
 def plot_final(final: pd.DataFrame, out_dir: str | Path, study: str, variants: list[str] | None = None) -> list[Path]:
-    """One bar chart per benchmark: mean accuracy with the bootstrap interval, seeds as dots."""
+    """One bar chart per benchmark: mean accuracy with its 95 % interval (over seeds; over the
+    benchmark's problems for a single model, e.g. the base model), seeds as dots. Rows of
+    `final` outside `variants` (the base model) come first, in grey."""
     plt = _plt()
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -85,22 +105,29 @@ def plot_final(final: pd.DataFrame, out_dir: str | Path, study: str, variants: l
         return paths
     variants = variants or list(dict.fromkeys(final["variant"]))
     colors = _colors(variants)
+    order = final_bar_order(final, variants)
+    colors.update({v: (0.55, 0.55, 0.55, 1.0) for v in order if v not in variants})
     for bench, g in final.groupby("benchmark", sort=False):
-        g = g.set_index("variant").reindex([v for v in variants if v in set(g["variant"])])
-        fig, ax = plt.subplots(figsize=(max(5.5, 1.1 * len(g) + 2.5), 4.4))
+        present = set(g["variant"])
+        g = g.set_index("variant").reindex([v for v in order if v in present])
+        fig, ax = plt.subplots(figsize=(max(6.5, 1.1 * len(g) + 4.0), 4.4))
         x = np.arange(len(g))
         means = 100 * g["mean"].to_numpy()
         err = np.vstack([means - 100 * g["low"].to_numpy(), 100 * g["high"].to_numpy() - means])
-        ax.bar(x, means, color=[colors[v] for v in g.index], alpha=0.75, yerr=err, capsize=5, label="mean, 95% CI")
+        ax.bar(x, means, color=[colors[v] for v in g.index], alpha=0.75, yerr=err, capsize=5)
         for i, vals in enumerate(g["values"]):
             ys = [100 * float(v) for v in str(vals).split()]
-            ax.scatter(np.full(len(ys), x[i]) + np.linspace(-0.12, 0.12, len(ys)), ys, color="black", s=14, zorder=3,
-                       label="one seed" if i == 0 else None)
+            ax.scatter(np.full(len(ys), x[i]) + np.linspace(-0.12, 0.12, len(ys)), ys, color="black", s=14, zorder=3)
+        intervals = set(g["interval"]) if "interval" in g else {"seeds"}
         ax.set_xticks(x, [f"{v}\n(n={int(n)})" for v, n in zip(g.index, g["n_seeds"])], fontsize=9)
         ax.set_ylabel(f"{bench}: accuracy (%)")
+        ax.set_xlabel("variant (n = seeds)")
         ax.set_ylim(0, min(100, max(5.0, 1.15 * max(float(np.nanmax(100 * g["high"].to_numpy())), 0))))
-        ax.set_title(f"{study}: final {bench} accuracy\nmean over seeds, 95% bootstrap CI, dots: seeds", fontsize=11)
-        ax.legend(loc="lower right")
+        ax.set_title(f"{study}: final {bench} accuracy\n" + interval_caption(intervals), fontsize=10)
+        handles = [Patch(facecolor="0.75", label="mean"),
+                   Line2D([], [], color="black", marker="_", markersize=10, linestyle="-", label="95 % interval"),
+                   Line2D([], [], color="black", marker="o", markersize=4, linestyle="", label="one seed")]
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
         fig.tight_layout()
         path = out / f"final_{slug(bench).replace(' ', '_').replace('(', '').replace(')', '')}.png"
         fig.savefig(path, dpi=110)
