@@ -20,6 +20,7 @@ Metric keys (training rows; evaluation rows carry `step`, `samples`, `eval/accur
 | clip_frac | share of completion tokens where the clipped term is active |
 | entropy | mean per-token entropy of the policy on its completions (nats) |
 | completion_len | mean completion length in tokens (EOS included) |
+| completion_len/correct, completion_len/incorrect | the same over completions the `correct` term scored 1 / below 1 (absent when none, or without that term) |
 | truncated_frac | share of completions that hit max_new_tokens without EOS |
 | masked_frac | share of completions a reward term masked (e.g. sandbox errors), left out of the loss |
 | dropped_groups, rollout_rounds | dynamic sampling (DAPO): groups dropped for equal rewards, rollout rounds used |

@@ -284,6 +284,7 @@ class Trainer:
             "frac_zero_std": (groups == groups[:, :1]).all(dim=1).float().mean().item() if len(rewards) else 1.0,
             **stats,
             "completion_len": lengths.mean().item() if len(rewards) else 0.0,
+            **lengths_by_outcome(lengths.tolist(), components.get("correct")),
             "truncated_frac": 1.0 - sum(finished) / max(len(finished), 1),
             "masked_frac": 1.0 - sum(masks) / max(len(masks), 1),
             "dropped_groups": info["dropped_groups"],
@@ -452,6 +453,21 @@ class Trainer:
             summary["step_memory_estimate_mb"] = round(self.step_memory_estimate["total"] / 2**20)
         write_text_atomic(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         return summary
+
+
+def lengths_by_outcome(lengths: list[float], correct: list[float | None] | None) -> dict[str, float]:
+    """`completion_len/correct` and `completion_len/incorrect`: mean completion length (tokens) of
+    the completions the `correct` reward term scored 1 (a right answer, a full pass) and below 1
+    (a masked completion, None, is in neither); a key is absent when no completion is in its class, or when the reward has no
+    `correct` term. The Dr. GRPO length-bias claim (arXiv 2503.20783) is about the second."""
+    if correct is None:
+        return {}
+    out = {}
+    for key, want in (("completion_len/correct", True), ("completion_len/incorrect", False)):
+        xs = [n for n, c in zip(lengths, correct) if c is not None and (c >= 1.0) == want]
+        if xs:
+            out[key] = sum(xs) / len(xs)
+    return out
 
 
 def _mean(values: list) -> float:
