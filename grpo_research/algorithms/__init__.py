@@ -1,6 +1,7 @@
 """Pure tensor functions for the RL algorithms (torch only, no models, no I/O), and the
 registries of their named choices: `ADVANTAGES` (algo.advantage), `SURROGATES`
-(algo.importance), `AGGREGATIONS` (algo.loss_agg), `KL_ESTIMATORS` (algo.kl_estimator)."""
+(algo.importance), `AGGREGATIONS` (algo.loss_agg), `KL_ESTIMATORS` (algo.kl_estimator),
+`DPO_LOSSES` (dpo_loss's loss_type)."""
 from grpo_research.algorithms.advantages import (
     ADVANTAGES,
     batch_normalized_advantages,
@@ -15,6 +16,7 @@ from grpo_research.algorithms.core import (
     kl_estimate,
     masked_mean,
 )
+from grpo_research.algorithms.dpo import DPO_LOSSES, dpo_implicit_rewards, dpo_loss
 from grpo_research.algorithms.loss import (
     AGGREGATIONS,
     SURROGATES,
@@ -38,6 +40,7 @@ from grpo_research.algorithms.ppo import (
 __all__ = [
     "ADVANTAGES",
     "AGGREGATIONS",
+    "DPO_LOSSES",
     "KL_ESTIMATORS",
     "SURROGATES",
     "aggregate_loss",
@@ -45,6 +48,8 @@ __all__ = [
     "clip_fraction",
     "clipped_surrogate",
     "clipped_value_loss",
+    "dpo_implicit_rewards",
+    "dpo_loss",
     "explained_variance",
     "gae",
     "group_relative_advantages",
