@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
+from grpo_research.errors import ConfigError
 from grpo_research.registry import Registry
 from grpo_research.tasks.base import Problem, Task
 
@@ -68,5 +69,9 @@ def build_reward(task: Task, weights: dict[str, float], options: dict[str, dict]
     for name, weight in weights.items():
         if name not in REWARDS:
             raise KeyError(f"unknown reward term {name!r}; known: {', '.join(sorted(REWARDS))}")
-        terms[name] = (float(weight), REWARDS[name](task=task, **options.get(name, {})))
+        try:
+            terms[name] = (float(weight), REWARDS[name](task=task, **options.get(name, {})))
+        except ValueError as e:  # a bad option value: one line naming the config section
+            msg = str(e).removeprefix(f"{name}: ")
+            raise ConfigError(f"reward.options.{name}: {msg}") from None
     return WeightedReward(terms)

@@ -12,6 +12,9 @@
 - `overlong`: DAPO's soft overlong punishment (Yu et al. 2025, eq. 13): 0 up to
   `max_len - cache`, then linear down to -1 at `max_len`, and -1 beyond. Length is counted in
   characters, by a supplied `length_fn`, or in tokens of a `tokenizer` checkpoint.
+- `random`: the random-reward control of "Spurious Rewards" (arXiv 2506.10947): 1 with
+  probability `p`, else 0, whatever the completion says (set `p` to the base model's mean
+  correctness; weight `correct` 0 to keep logging the true correctness beside it).
 - `reward_model`: the score of an `AutoModelForSequenceClassification` checkpoint on
   `prompt + completion` (or the chat template of the pair, with `chat_template=True`).
 
@@ -19,7 +22,9 @@ A term returns None (masked) only for infrastructure failures (sandbox errors).
 """
 from __future__ import annotations
 
+import hashlib
 import json
+from collections import Counter
 from typing import Any, Callable
 
 from grpo_research.rewards.base import register_reward
@@ -230,6 +235,38 @@ def overlong_reward(task: Task | None = None, max_len: int | None = None, cache:
     def term(problems: list[Problem], completions: list[str], finished: list[bool]) -> Values:
         _check_lengths(problems, completions, finished)
         return [overlong_penalty(measure(c), max_len, cache) for c in completions]
+
+    return term
+
+
+# ---------------------------------------------------------------- random
+
+
+@register_reward("random")
+def random_reward(task: Task | None = None, p: float = 0.5, seed: int = 0):
+    """1.0 with probability `p`, else 0.0, independent of whether the completion is right.
+
+    Each value is a hash of (`seed`, the problem id, the completion, how many times that
+    completion of that problem came earlier in the same call), mapped to [0, 1): reproducible
+    and unchanged by a resume, with no generator state to checkpoint; copies of a completion
+    in one group get their own draws. Departure from a fresh coin per sample: a completion that
+    comes back in a later step gets the same value as before (a fixed random labelling of
+    (problem, completion) pairs); it still carries no information about correctness."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+        raise ValueError(f"random: option p must be a number in [0, 1], got {p!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"random: option seed must be an integer, got {seed!r}")
+
+    def term(problems: list[Problem], completions: list[str], finished: list[bool]) -> Values:
+        _check_lengths(problems, completions, finished)
+        seen: Counter = Counter()
+        out: Values = []
+        for prob, c in zip(problems, completions):
+            k = seen[(prob.id, c)]
+            seen[(prob.id, c)] += 1
+            digest = hashlib.blake2b(json.dumps([seed, prob.id, c, k]).encode(), digest_size=8).digest()
+            out.append(1.0 if int.from_bytes(digest, "big") / 2**64 < p else 0.0)
+        return out
 
     return term
 
