@@ -95,10 +95,11 @@ def test_two_sft_commands_on_one_out_dir(tmp_path, capsys):
 
 
 def test_the_cache_key_ignores_how_rl_poses_prompts():
-    """The build trains on raw task prompts: task.prompt_format / system_prompt / few_shot must
-    not change the key (adding them would otherwise have rebuilt every cached base model). The
+    """The build trains on raw task prompts: task.prompt_format / system_prompt / few_shot (and
+    the evaluation-only option ood_level) must not change the key (adding them would otherwise have rebuilt every cached base model). The
     default config's key is pinned: changing it makes every user rebuild, so it must be a choice."""
     default = sft.base_model_key(load_config(None, []))
-    posed = sft.base_model_key(load_config(None, ["task.prompt_format=chat", "task.few_shot=2"]))
+    posed = sft.base_model_key(load_config(None, ["task.prompt_format=chat", "task.few_shot=2",
+                                                  "task.options={ood_level: 4}"]))  # an evaluation split only
     assert default == posed == "0142d2b829a1"
     assert sft.base_model_key(load_config(None, ["task.eval_level=2"])) != default

@@ -33,11 +33,13 @@ from grpo_research.analysis.stats import N_BOOT, bootstrap_columns, bootstrap_me
 CURVES: dict[str, tuple[str, str, bool]] = {
     "reward_mean": ("Training reward", "reward per completion (weighted sum of terms)", True),
     "eval/accuracy": ("Held-out accuracy", "held-out accuracy, greedy (%)", False),
+    "eval/accuracy_ood": ("Out-of-distribution held-out accuracy", "OOD held-out accuracy, greedy (%)", False),
     "kl": ("KL to the reference", "KL(policy || reference) per token (nats)", True),
     "entropy": ("Policy entropy", "entropy per completion token (nats)", True),
     "completion_len": ("Completion length", "completion length (tokens, EOS included)", True),
 }
 TRAINER_HELDOUT = "heldout (trainer)"
+TRAINER_OOD = "heldout OOD (trainer)"  # the task's out-of-distribution split (arith ood_level)
 COST_KEYS = [  # column, source key, reduction over steps, scale
     ("peak memory (MiB)", "cost/peak_mem_mb", "max", 1.0),
     ("model state (MiB)", "cost/model_state_mb", "last", 1.0),
@@ -76,16 +78,17 @@ def by_variant(runs: list[Run], order: list[str] | None = None) -> dict[str, lis
 
 # ---------------------------------------------------------------- curves
 def _series(run: Run, key: str, smooth: int) -> tuple[np.ndarray, np.ndarray]:
-    rows = run.evals if key == "eval/accuracy" else run.train
+    is_eval = key.startswith("eval/")
+    rows = run.evals if is_eval else run.train
     pts = [(r["samples"], r[key]) for r in rows if r.get(key) is not None and r.get("samples") is not None]
-    if key == "eval/accuracy":  # one value per sample count (a resumed run may repeat an evaluation)
+    if is_eval:  # one value per sample count (a resumed run may repeat an evaluation)
         pts = list({s: (s, v) for s, v in pts}.values())
     if not pts:
         return np.zeros(0), np.zeros(0)
     x, y = (np.asarray(a, dtype=float) for a in zip(*sorted(pts)))
     if smooth > 1 and len(y) > 1:
         y = pd.Series(y).rolling(smooth, min_periods=1).mean().to_numpy()
-    if key == "eval/accuracy":
+    if is_eval:
         y = 100.0 * y
     return x, y
 
@@ -133,6 +136,11 @@ def run_scores(run: Run) -> dict[str, float]:
         final = run.evals[-1]["eval/accuracy"]
     if final is not None:
         scores[TRAINER_HELDOUT] = final
+    ood = run.summary.get("final_accuracy_ood")
+    if ood is None and run.evals and "eval/accuracy_ood" in run.evals[-1]:
+        ood = run.evals[-1]["eval/accuracy_ood"]
+    if ood is not None:
+        scores[TRAINER_OOD] = ood
     return scores
 
 
@@ -140,7 +148,9 @@ def final_table(runs: list[Run], order: list[str] | None = None, n_boot: int = N
     """variant, method, benchmark, mean, low, high, n_seeds, seeds, values (accuracies in [0, 1])."""
     rows = []
     groups = by_variant(runs, order)
-    benchmarks = sorted({b for r in runs for b in run_scores(r)}, key=lambda b: (b == TRAINER_HELDOUT, b))
+    # benchmarks by name, then the trainer's in-distribution split and its OOD split beside it
+    last = {TRAINER_HELDOUT: 1, TRAINER_OOD: 2}
+    benchmarks = sorted({b for r in runs for b in run_scores(r)}, key=lambda b: (last.get(b, 0), b))
     for variant, vruns in groups.items():
         for bench in benchmarks:
             vals = [(r.seed, run_scores(r).get(bench)) for r in vruns]
@@ -203,7 +213,9 @@ def final_markdown(final: pd.DataFrame, n_boot: int = N_BOOT) -> str:
                  "a cell of one model (one seed, or the base model) gives instead the 95 % interval over the "
                  "benchmark's problems from its evaluation file (`one model, problems`); "
                  "bold: the highest mean. pass@1 of the final model for each benchmark; "
-                 f"`{TRAINER_HELDOUT}`: the trainer's last held-out evaluation.")
+                 f"`{TRAINER_HELDOUT}`: the trainer's last held-out evaluation"
+                 + (f"; `{TRAINER_OOD}`: the same on the task's out-of-distribution split."
+                    if TRAINER_OOD in set(final["benchmark"]) else "."))
     lines.append("")
     lines += overlap_sentences(final)
     return "\n".join(lines) + "\n"

@@ -10,6 +10,11 @@ the reward is available, the setting where RL with verifiable rewards must earn 
 (the supervised control cannot run there). With `question` (task option) a problem reads
 `What is 7 + 48?`, unpadded, which suits a chat model (task.prompt_format=chat).
 
+With `ood_level` (task option, above every training level) the task also has an
+out-of-distribution held-out split (`ood_problems`): sums of two operands of exactly
+`ood_level` digits, e.g. `4821+1093=` at 4, longer than anything trained on; the trainer
+evaluates it beside the in-distribution split (`eval/accuracy_ood`).
+
 Grading: an answer is correct only if generation ended with EOS (a completion cut off is
 not) and the number that ends the completion (after `####`, or alone) equals the sum; text
 or special tokens after the number make it wrong. Formatted means exactly `#### <integer>`.
@@ -62,9 +67,14 @@ class ArithTask:
     kind = "math"
 
     def __init__(self, levels=(1, 2, 3), level_weights=(0.15, 0.25, 0.6), eval_level: int = 3,
-                 withhold_solutions: bool = False, question: bool = False):
+                 withhold_solutions: bool = False, question: bool = False, ood_level: int | None = None):
         if len(levels) != len(level_weights):
             raise ValueError("levels and level_weights must have the same length")
+        if ood_level is not None and (isinstance(ood_level, bool) or not isinstance(ood_level, int)
+                                      or not max(levels) < ood_level <= 6):
+            raise ValueError(f"arith option ood_level must be an integer above every training level ({max(levels)}) "
+                             f"and at most 6, got {ood_level!r}")
+        self.ood_level = ood_level
         self.levels = list(levels)
         self.level_weights = list(level_weights)
         self.eval_level = eval_level
@@ -104,6 +114,23 @@ class ArithTask:
                 problems.append(make_problem(a, b, "heldout", len(problems), self.question))
             self._heldout = problems
         return self._heldout[:n]
+
+    def ood_problems(self, n: int | None = None) -> list[Problem]:
+        """The out-of-distribution split: `n` (default 2000) fixed sums of two `ood_level`-digit
+        operands ([] without the option)."""
+        if self.ood_level is None:
+            return []
+        n = 2000 if n is None else n
+        rng = random.Random(HELDOUT_SEED + 100 + self.ood_level)
+        lo, hi = 10 ** (self.ood_level - 1), 10**self.ood_level
+        seen: set[tuple[int, int]] = set()
+        problems = []
+        while len(problems) < n:
+            a, b = rng.randrange(lo, hi), rng.randrange(lo, hi)
+            if (a, b) not in seen:
+                seen.add((a, b))
+                problems.append(make_problem(a, b, "ood", len(problems), self.question))
+        return problems
 
     def check_format(self, problem: Problem, completion: str) -> bool:
         return extract_answer(completion)[1]

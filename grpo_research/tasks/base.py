@@ -97,4 +97,12 @@ def build_task(t) -> Task:
     if t.data_path:
         offered["data_path"] = t.data_path
     params, takes_all = task_parameters(t.name)
-    return get_task(t.name, **{k: v for k, v in offered.items() if takes_all or k in params})
+    from grpo_research.errors import ConfigError
+    from grpo_research.tasks.loading import DataError
+
+    try:
+        return get_task(t.name, **{k: v for k, v in offered.items() if takes_all or k in params})
+    except DataError:  # a benchmark file's own error, named by its loader
+        raise
+    except ValueError as e:  # a bad option value: one line naming the config section
+        raise ConfigError(f"task ({t.name}): {e}") from None

@@ -90,6 +90,11 @@ class PosedTask:
     def heldout_problems(self, n: int | None = None) -> list[Problem]:
         return [self._pose(p) for p in self.task.heldout_problems(n)]
 
+    def ood_problems(self, n: int | None = None) -> list[Problem]:
+        """The task's out-of-distribution split, posed alike ([] when the task has none)."""
+        ood = getattr(self.task, "ood_problems", None)
+        return [] if ood is None else [self._pose(p) for p in ood(n)]
+
     def grade(self, problem: Problem, completion: str, finished: bool = True) -> Grade:
         return self.task.grade(self._unpose(problem), completion, finished)
 

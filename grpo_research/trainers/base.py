@@ -106,6 +106,9 @@ class Trainer:
                                            o.min_lr_ratio)
         self.data_rng = random.Random(cfg.seed)
         self.heldout = self.task.heldout_problems(cfg.train.eval_size)
+        # an out-of-distribution split evaluated beside it, where the task has one (arith ood_level)
+        ood = getattr(self.task, "ood_problems", None)
+        self.ood = ood(cfg.train.eval_size) if ood is not None else []
         self._check_context()
         self.step = 0
         self.samples = 0
@@ -116,7 +119,7 @@ class Trainer:
     def _check_context(self) -> None:
         """The longest held-out prompt plus rollout.max_new_tokens must fit the model's context."""
         ctx = getattr(self.policy.config, "max_position_embeddings", None)
-        prompts = [p.prompt for p in self.heldout]
+        prompts = [p.prompt for p in self.heldout + self.ood]
         if not ctx or not prompts:
             return
         longest = max(len(ids) for ids in self.tokenizer(prompts, add_special_tokens=False)["input_ids"])
@@ -327,8 +330,13 @@ class Trainer:
         correct = common.count_correct(self.policy, self.tokenizer, self.task, self.heldout[lo:hi],
                                        self.cfg.rollout.max_new_tokens)
         acc = self.dp.sum_values([correct])[0] / max(len(self.heldout), 1)
-        return {"step": self.step, "samples": self.samples, "tokens": self.tokens, "eval/accuracy": acc,
-                "eval_s": time.perf_counter() - t0}
+        row = {"step": self.step, "samples": self.samples, "tokens": self.tokens, "eval/accuracy": acc}
+        if self.ood:
+            lo, hi = self.dp.shard(len(self.ood))
+            correct = common.count_correct(self.policy, self.tokenizer, self.task, self.ood[lo:hi],
+                                           self.cfg.rollout.max_new_tokens)
+            row["eval/accuracy_ood"] = self.dp.sum_values([correct])[0] / len(self.ood)
+        return {**row, "eval_s": time.perf_counter() - t0}
 
     def state(self) -> dict[str, Any]:
         return {
@@ -449,6 +457,9 @@ class Trainer:
             "final_accuracy": acc[-1]["eval/accuracy"] if acc else None,
             "train_s_this_invocation": time.perf_counter() - t_start,
         }
+        if acc and "eval/accuracy_ood" in acc[-1]:
+            summary["initial_accuracy_ood"] = acc[0].get("eval/accuracy_ood")
+            summary["final_accuracy_ood"] = acc[-1]["eval/accuracy_ood"]
         if getattr(self, "step_memory_estimate", None):  # the up-front estimate (cost.estimate_step_bytes)
             summary["step_memory_estimate_mb"] = round(self.step_memory_estimate["total"] / 2**20)
         write_text_atomic(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")

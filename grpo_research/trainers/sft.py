@@ -51,6 +51,7 @@ def sft_batch(tokenizer, problems: list[Problem]) -> tuple[torch.Tensor, torch.T
 
 
 POSING_KEYS = ("prompt_format", "system_prompt", "few_shot")  # TaskConfig keys of tasks/prompting.py
+EVAL_ONLY_OPTIONS = ("ood_level",)  # task.options that only add an evaluation split
 
 
 def base_model_key(cfg: RunConfig) -> str:
@@ -61,7 +62,8 @@ def base_model_key(cfg: RunConfig) -> str:
             "base": cfg.base.__dict__, "max_new_tokens": cfg.rollout.max_new_tokens,
             # how RL poses prompts does not touch the build (it trains on the task's raw prompts);
             # left out, so adding those keys kept every cached base model
-            "task": {k: v for k, v in cfg.task.__dict__.items() if k not in POSING_KEYS},
+            "task": {k: ({o: x for o, x in v.items() if o not in EVAL_ONLY_OPTIONS} if k == "options" else v)
+                     for k, v in cfg.task.__dict__.items() if k not in POSING_KEYS},
             "version": 1}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
 
