@@ -11,3 +11,8 @@ class ConfigError(ValueError):
 
 class UsageError(Exception):
     """A usage error of a command: bad arguments, unreadable or unwritable files (exit code 2)."""
+
+
+class DataError(ValueError):
+    """A benchmark record is malformed; the message names the file, line and field (also
+    importable from grpo_research.tasks.loading, where the loaders raise it)."""

@@ -97,8 +97,7 @@ def build_task(t) -> Task:
     if t.data_path:
         offered["data_path"] = t.data_path
     params, takes_all = task_parameters(t.name)
-    from grpo_research.errors import ConfigError
-    from grpo_research.tasks.loading import DataError
+    from grpo_research.errors import ConfigError, DataError
 
     try:
         return get_task(t.name, **{k: v for k, v in offered.items() if takes_all or k in params})

@@ -10,11 +10,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from grpo_research.errors import DataError  # defined with the other user errors; importers use either module
 from grpo_research.tasks.base import Problem
-
-
-class DataError(ValueError):
-    """A benchmark record is malformed; the message names the file, line and field."""
 
 
 # ---------------------------------------------------------------- loading
