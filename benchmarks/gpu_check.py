@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import ROOT, worker_env
 
 # Qwen2.5-0.5B's shape (its config.json), as a Llama (a Qwen2 config would swap the character
 # tokenizer's pre-tokenizer in transformers 5; the difference, Qwen2's q/k/v biases, is 0.1 %
@@ -52,9 +52,9 @@ DRY_BIG = dict(QWEN25_05B, hidden_size=64, intermediate_size=128, num_hidden_lay
 
 
 def _env(threads: int) -> dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               WANDB_MODE="disabled", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS=str(threads),
-               MKL_NUM_THREADS=str(threads))
+    """The benchmarks' worker environment (threads, offline, W&B off), the checkout importable."""
+    env = worker_env(threads)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
     return env
 
 

@@ -131,16 +131,14 @@ def curve_table(runs: list[Run], order: list[str] | None = None, smooth: int = 0
 def run_scores(run: Run) -> dict[str, float]:
     """benchmark -> pass@1 of this run, plus the trainer's last held-out accuracy."""
     scores = {name: s.get("pass@1") for name, s in run.benchmarks.items() if s.get("pass@1") is not None}
-    final = run.summary.get("final_accuracy")
-    if final is None and run.evals:
-        final = run.evals[-1]["eval/accuracy"]
-    if final is not None:
-        scores[TRAINER_HELDOUT] = final
-    ood = run.summary.get("final_accuracy_ood")
-    if ood is None and run.evals and "eval/accuracy_ood" in run.evals[-1]:
-        ood = run.evals[-1]["eval/accuracy_ood"]
-    if ood is not None:
-        scores[TRAINER_OOD] = ood
+    # the trainer's last held-out evaluations: from summary.json, else the last evaluation row
+    for label, summary_key, eval_key in ((TRAINER_HELDOUT, "final_accuracy", "eval/accuracy"),
+                                         (TRAINER_OOD, "final_accuracy_ood", "eval/accuracy_ood")):
+        value = run.summary.get(summary_key)
+        if value is None and run.evals:
+            value = run.evals[-1].get(eval_key)
+        if value is not None:
+            scores[label] = value
     return scores
 
 

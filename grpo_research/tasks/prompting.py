@@ -11,8 +11,8 @@ prompts it was trained on.
 - `raw`: the task's prompt; k-shot examples go before it as `prompt + solution` blocks.
 - `chat`: `tokenizer.apply_chat_template` of [system], (user: example prompt, assistant: its
   solution) x k, user: the prompt, with the generation prompt. A task may give a chat wording
-  of its prompt (`Problem.meta["chat_prompt"]`, e.g. GSM8K's without "Question:"/"Answer:"). The template's end-of-turn
-  token becomes the tokenizer's EOS (`use_end_of_turn_as_eos`), so a finished answer ends
+  of its prompt (`Problem.meta["chat_prompt"]`, e.g. GSM8K's without "Question:"/"Answer:").
+  The template's end-of-turn token becomes the tokenizer's EOS (`use_end_of_turn_as_eos`), so a finished answer ends
   generation and counts as finished.
 - `auto`: chat when the tokenizer has a chat template, else raw.
 

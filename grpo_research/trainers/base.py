@@ -326,17 +326,18 @@ class Trainer:
     def evaluate(self) -> dict[str, Any]:
         """Greedy held-out accuracy; each data-parallel process grades its share."""
         t0 = time.perf_counter()
-        lo, hi = self.dp.shard(len(self.heldout))
-        correct = common.count_correct(self.policy, self.tokenizer, self.task, self.heldout[lo:hi],
-                                       self.cfg.rollout.max_new_tokens)
-        acc = self.dp.sum_values([correct])[0] / max(len(self.heldout), 1)
-        row = {"step": self.step, "samples": self.samples, "tokens": self.tokens, "eval/accuracy": acc}
+        row = {"step": self.step, "samples": self.samples, "tokens": self.tokens,
+               "eval/accuracy": self._accuracy(self.heldout)}
         if self.ood:
-            lo, hi = self.dp.shard(len(self.ood))
-            correct = common.count_correct(self.policy, self.tokenizer, self.task, self.ood[lo:hi],
-                                           self.cfg.rollout.max_new_tokens)
-            row["eval/accuracy_ood"] = self.dp.sum_values([correct])[0] / len(self.ood)
+            row["eval/accuracy_ood"] = self._accuracy(self.ood)
         return {**row, "eval_s": time.perf_counter() - t0}
+
+    def _accuracy(self, problems: list) -> float:
+        """Greedy accuracy on `problems`, each data-parallel process grading its share."""
+        lo, hi = self.dp.shard(len(problems))
+        correct = common.count_correct(self.policy, self.tokenizer, self.task, problems[lo:hi],
+                                       self.cfg.rollout.max_new_tokens)
+        return self.dp.sum_values([correct])[0] / max(len(problems), 1)
 
     def state(self) -> dict[str, Any]:
         return {
@@ -469,8 +470,8 @@ class Trainer:
 def lengths_by_outcome(lengths: list[float], correct: list[float | None] | None) -> dict[str, float]:
     """`completion_len/correct` and `completion_len/incorrect`: mean completion length (tokens) of
     the completions the `correct` reward term scored 1 (a right answer, a full pass) and below 1
-    (a masked completion, None, is in neither); a key is absent when no completion is in its class, or when the reward has no
-    `correct` term. The Dr. GRPO length-bias claim (arXiv 2503.20783) is about the second."""
+    (a masked completion, None, is in neither); a key is absent when no completion is in its
+    class, or when the reward has no `correct` term. The Dr. GRPO length-bias claim (arXiv 2503.20783) is about the second."""
     if correct is None:
         return {}
     out = {}
