@@ -12,6 +12,13 @@ def deterministic(rows):
     return [{k: v for k, v in r.items() if k not in TIMING and not k.startswith("cost/")} for r in rows]
 
 
+def written_steps(metrics):
+    """The steps of the complete rows of a metrics file another process is still writing: a
+    line without its newline is half-written and is skipped, never parsed."""
+    text = metrics.read_text() if metrics.exists() else ""
+    return [json.loads(l)["step"] for l in text.split("\n")[:-1] if l.strip()]
+
+
 def kill_after_step(cmd, metrics, step, env, sig=signal.SIGKILL, timeout=120):
     """Start `cmd`, send `sig` once `metrics` holds a row with step >= `step`; return
     (process, the largest step seen then, or None if the run ended first)."""
@@ -19,12 +26,11 @@ def kill_after_step(cmd, metrics, step, env, sig=signal.SIGKILL, timeout=120):
     deadline = time.time() + timeout
     seen = None
     while time.time() < deadline and proc.poll() is None:
-        if metrics.exists():
-            steps = [json.loads(l)["step"] for l in metrics.read_text().splitlines() if l.strip()]
-            if steps and max(steps) >= step:
-                proc.send_signal(sig)
-                seen = max(steps)
-                break
+        steps = written_steps(metrics)
+        if steps and max(steps) >= step:
+            proc.send_signal(sig)
+            seen = max(steps)
+            break
         time.sleep(0.002)
     return proc, seen
 

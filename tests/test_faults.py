@@ -12,7 +12,7 @@ import torch
 from grpo_research.config import load_config
 from grpo_research.tracking import read_metrics
 from grpo_research.trainers.common import EXIT_PREEMPTED, load_checkpoint
-from tests.helpers import deterministic, fast_run
+from tests.helpers import deterministic, fast_run, written_steps
 
 EXE = str(Path(sys.executable).with_name("grpo-research"))
 FAST = fast_run("reward.weights={overlong: 1.0}", "optim.lr=1e-2")
@@ -31,7 +31,7 @@ def test_sigterm_checkpoints_exits_resumable_and_resume_matches(tiny_model_dir, 
     metrics = run / "metrics.jsonl"
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
-        if metrics.exists() and any(json.loads(l)["step"] >= 7 for l in metrics.read_text().splitlines() if l):
+        if any(step >= 7 for step in written_steps(metrics)):
             break
         time.sleep(0.005)
     t_sent = time.time()
