@@ -15,10 +15,35 @@ uncertainty from the finite set of tasks and the finite samples per task, and is
 - otherwise the normal approximation over tasks: mean +- 1.96 * s / sqrt(T), with s the sample
   standard deviation (ddof=1) of the T per-task values, clipped to [0, 1]; for a single task,
   where s is undefined, the interval is the whole [0, 1].
+
+maj@k (majority voting, "self-consistency", Wang et al. 2022) for tasks whose grades carry an
+extracted final answer (the math tasks: arith, gsm8k, math500). Defined here as:
+
+- a sample votes when it finished (ended in EOS: the prediction's `finished`) and an answer
+  was extracted from it; its ballot is `answer_key(extracted)`, the answer normalised so that
+  `007`, `7` and `7.0` are one answer (a number is its decimal value; any other answer is its
+  text without whitespace, so two spellings of one expression, `\\frac12` and `\\frac{1}{2}`,
+  are two answers: on math500 they split the vote, where a vote over equivalence classes
+  would pool them);
+- among k samples, the majority answer is the one with the most votes, a tie going to the
+  answer seen first (in sample order); it is correct iff some sample with that answer was
+  graded correct (the task's own grader decides, never a string comparison with the gold
+  answer); k samples without any vote count as wrong;
+- per problem with n samples, maj@k is the mean over the floor(n / k) disjoint blocks of k
+  consecutive samples (samples 0..k-1, k..2k-1, ...; a remainder of fewer than k samples is
+  left out); the benchmark's maj@k is the mean over problems, with the interval of pass@k
+  above (Wilson when every per-problem value is 0 or 1, else the normal approximation);
+- k runs over the powers of two up to the smallest per-problem sample count n_min, plus n_min
+  itself when it is not a power of two (`maj_ks`), so maj@k_max sits beside pass@k_max.
+
+Unlike pass@k, maj@k with blocks is not an unbiased estimator over all k-subsets; with n = k
+it is the plain majority vote of the n samples.
 """
 from __future__ import annotations
 
 import math
+import re
+from decimal import Decimal
 from typing import Iterable, Sequence
 
 Z95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
@@ -71,11 +96,68 @@ def aggregate_pass_at_k(counts: Iterable[tuple[int, int]], ks: Iterable[int]) ->
     Every k must be at most the smallest n.
     """
     counts = list(counts)
-    out = {}
-    for k in ks:
-        per_task = [pass_at_k(n, c, k) for n, c in counts]
-        mean, lo, hi = mean_ci95(per_task)
-        if per_task and all(v in (0.0, 1.0) for v in per_task):
-            lo, hi = wilson_ci95(int(sum(per_task)), len(per_task))
-        out[str(k)] = {"value": mean, "ci95": [lo, hi], "n_tasks": len(per_task)}
-    return out
+    return {str(k): _score([pass_at_k(n, c, k) for n, c in counts]) for k in ks}
+
+
+def _score(per_task: list[float]) -> dict:
+    """{"value", "ci95", "n_tasks"} of per-task values: Wilson when all are 0 or 1, else normal."""
+    mean, lo, hi = mean_ci95(per_task)
+    if all(v in (0.0, 1.0) for v in per_task):
+        lo, hi = wilson_ci95(int(sum(per_task)), len(per_task))
+    return {"value": mean, "ci95": [lo, hi], "n_tasks": len(per_task)}
+
+
+# ---------------------------------------------------------------- maj@k (majority voting)
+_PLAIN_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)$")
+
+
+def answer_key(answer: str | None) -> str | None:
+    """The ballot of an extracted answer: a number as its canonical decimal value (`007`, `7`,
+    `7.0` and `+7` -> `7`), anything else its text with whitespace removed; None stays None."""
+    if answer is None:
+        return None
+    text = "".join(answer.split())
+    if not _PLAIN_NUMBER.match(text):  # no exponents: "9e99999" would expand to 100,000 digits
+        return text
+    value = Decimal(text)
+    return "0" if value == 0 else format(value.normalize(), "f")
+
+
+def majority_correct(votes: Sequence[tuple[str | None, bool]]) -> bool:
+    """Whether the majority answer of `votes` is correct. `votes`: one (ballot, graded correct)
+    per sample, in sample order; ballot None = the sample does not vote (unfinished, or no
+    answer). Ties go to the answer seen first; no vote at all counts as wrong."""
+    count: dict[str, int] = {}  # insertion order = order first seen
+    correct: dict[str, bool] = {}
+    for key, ok in votes:
+        if key is None:
+            continue
+        count[key] = count.get(key, 0) + 1
+        correct[key] = correct.get(key, False) or bool(ok)
+    if not count:
+        return False
+    winner = max(count, key=count.__getitem__)  # max keeps the first of equal counts: the first seen
+    return correct[winner]
+
+
+def maj_at_k(votes: Sequence[tuple[str | None, bool]], k: int) -> float:
+    """maj@k of one problem: the share of its floor(n / k) disjoint blocks of k consecutive
+    samples whose majority answer is correct (`majority_correct`)."""
+    n = len(votes)
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n; got n={n}, k={k}")
+    blocks = n // k
+    return sum(majority_correct(votes[b * k:(b + 1) * k]) for b in range(blocks)) / blocks
+
+
+def maj_ks(n_min: int) -> list[int]:
+    """The k of maj@k: 1, 2, 4, ... up to n_min, and n_min itself ([] when n_min is 0)."""
+    ks = [2**i for i in range(n_min.bit_length()) if 2**i <= n_min]
+    return ks + ([n_min] if n_min and n_min not in ks else [])
+
+
+def aggregate_maj_at_k(per_task: Iterable[Sequence[tuple[str | None, bool]]], ks: Iterable[int]) -> dict[str, dict]:
+    """{str(k): {"value", "ci95": [lo, hi], "n_tasks"}} from each task's votes (see `maj_at_k`),
+    with the interval of `aggregate_pass_at_k`. Every k must be at most the smallest n."""
+    per_task = [list(v) for v in per_task]
+    return {str(k): _score([maj_at_k(v, k) for v in per_task]) for k in ks}

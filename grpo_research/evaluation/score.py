@@ -18,9 +18,12 @@ counted as a failure). A task all of whose samples hit sandbox errors is listed 
 
 Outputs, written atomically (temp file, then rename) only after everything is scored:
 OUT.json (summary: `pass@1`, `pass@k` for k = 1 .. the smallest number of scored samples
-per task, each with a 95% CI, outcome counts) and OUT.samples.jsonl (one row per prediction,
-in input order: `task_id` (the canonical problem id), `input_task_id` when the prediction used
-an alias, `sample`, `passed`, `outcome`, and `extracted` for math benchmarks).
+per task, each with a 95% CI, outcome counts; for math benchmarks also `maj@k`, majority
+voting over each task's finished samples with an extracted answer, for k = 1, 2, 4, ... up to
+that smallest count and the count itself, each with a 95% CI: see
+grpo_research.evaluation.metrics) and OUT.samples.jsonl (one row per prediction, in input
+order: `task_id` (the canonical problem id), `input_task_id` when the prediction used an
+alias, `sample`, `passed`, `outcome`, and `extracted` for math benchmarks).
 
 Bad input (missing file, malformed JSONL line, missing field, unknown benchmark, unknown
 task_id) prints one line `error: ...` to stderr, writes nothing and exits with code 2.
@@ -37,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_research.errors import UsageError
-from grpo_research.evaluation.metrics import CI_METHOD, aggregate_pass_at_k
+from grpo_research.evaluation.metrics import CI_METHOD, aggregate_maj_at_k, aggregate_pass_at_k, answer_key, maj_ks
 from grpo_research.files import check_output, write_text_atomic
 from grpo_research.tasks.base import TASKS, Problem, Task, get_task
 
@@ -77,7 +80,10 @@ def score_predictions(
     """Grade `predictions` on `task`'s held-out problems; return (summary, one row per prediction).
 
     `labels` name each prediction in error messages (default "prediction N"). Raises
-    UsageError for a missing field or an unknown task_id.
+    UsageError for a missing field or an unknown task_id. Math tasks (`task.kind == "math"`,
+    whose grades carry the extracted answer) also get `maj@k`: a finished sample votes for
+    `answer_key(grade.extracted)`, an unfinished one or one without an answer does not vote;
+    samples are taken in input order (metrics.maj_at_k).
     """
     start = time.monotonic()
     labels = labels or [f"prediction {i}" for i in range(1, len(predictions) + 1)]
@@ -111,7 +117,8 @@ def score_predictions(
     rows: list[dict] = []
     seen: Counter = Counter()
     per_task: dict[str, list[int]] = {}  # id -> [n scored, n correct]
-    for pred, problem, grade in zip(predictions, chosen, grades):
+    votes: dict[str, list[tuple[str | None, bool]]] = {}  # id -> (ballot or None, correct) per scored sample
+    for pred, problem, grade, done in zip(predictions, chosen, grades, finished):
         row: dict[str, Any] = {"task_id": problem.id}
         if _task_id(pred["task_id"]) != problem.id:
             row["input_task_id"] = pred["task_id"]
@@ -125,10 +132,14 @@ def score_predictions(
         if not grade.masked:
             counts[0] += 1
             counts[1] += int(grade.correct)
+            votes.setdefault(problem.id, []).append((answer_key(grade.extracted) if done else None, grade.correct))
 
     scored = {tid: (n, c) for tid, (n, c) in per_task.items() if n > 0}
     k_max = min((n for n, _ in scored.values()), default=0)
     pass_k = aggregate_pass_at_k(scored.values(), range(1, k_max + 1)) if scored else {}
+    majority = {}
+    if task.kind == "math":  # grades carry the extracted answer: majority voting over it
+        majority["maj@k"] = aggregate_maj_at_k([votes[t] for t in scored], maj_ks(k_max)) if scored else {}
     missing = [p.id for p in problems if p.id not in per_task]
     summary = {
         "benchmark": task.name,
@@ -140,6 +151,7 @@ def score_predictions(
         "missing_task_ids": missing,
         "pass@1": pass_k["1"]["value"] if pass_k else None,
         "pass@k": pass_k,
+        **majority,
         "outcomes": dict(sorted(Counter(r["outcome"] for r in rows).items())),
         "sandbox_errors": sum(r["outcome"] == "sandbox_error" for r in rows),
         "unscored_task_ids": [tid for tid, (n, _) in per_task.items() if n == 0],
