@@ -193,14 +193,16 @@ class Pipeline:
         except ConfigError as e:
             raise PipelineError(f"{where}: {e} (base models of the config: {known})") from None
 
-    def check_benchmark(self, name: str, opts: dict | None, where: str, run_task=None) -> None:
-        """A benchmark of a study or of the HPO reruns: a known task whose data loads, with
-        options `grpo-research eval` accepts. `run_task` (the runs' `task` config) builds the
-        runs' own task when the benchmark is it and no `data` is given, as `eval` does."""
+    def check_benchmark(self, entry: str, opts: dict | None, where: str, run_task=None) -> None:
+        """A benchmark entry of a study or of the HPO reruns: a known task (the entry's
+        `benchmark`, else its name) whose data loads, with options `grpo-research eval` accepts.
+        `run_task` (the runs' `task` config) builds the runs' own task when the benchmark is it
+        and no `data` is given, as `eval` does."""
         from grpo_research.tasks import TASKS, build_task, get_task
         from grpo_research.tasks.loading import DataError
 
         opts = opts or {}
+        name = S.benchmark_of(entry, opts)
         if name not in TASKS:
             raise PipelineError(f"{where}: unknown benchmark {name!r}; known: {', '.join(sorted(TASKS))}")
         samples, temperature = opts.get("samples", 1), opts.get("temperature")
@@ -509,12 +511,13 @@ class Pipeline:
         return ["train", "--run-dir", run_dir, *spec.overrides]
 
     def eval_args(self, study_name: str, benchmark: str) -> list[Any]:
-        """The study's options of a benchmark as `grpo-research eval` arguments."""
+        """The study's options of a benchmark entry as `grpo-research eval` arguments, from
+        `--benchmark` (the entry's `benchmark`, else its name; the eval file is named by the entry)."""
         benchmarks = self.study_benchmarks(study_name)
         if benchmark not in benchmarks:
             raise PipelineError(f"study {study_name!r} lists no benchmark {benchmark!r}")
         opts = benchmarks.get(benchmark) or {}
-        args: list[Any] = []
+        args: list[Any] = ["--benchmark", S.benchmark_of(benchmark, opts)]
         for key, flag in (("data", "--data"), ("n", "--n"), ("samples", "--samples"),
                           ("temperature", "--temperature"), ("max_new_tokens", "--max-new-tokens")):
             if opts.get(key) is not None:

@@ -11,7 +11,11 @@ A study (`experiments/<name>.yaml`, schema `workflow/schemas/study.schema.yaml`)
   run's resolved config (method presets included), so G sweeps compare at equal samples;
 - `overrides`: config values shared by every run; `eval_every_samples`: held-out evaluation
   every this many samples (converted to `train.eval_every` per run like the budget);
-- `benchmarks`: final-model evaluations, `{name: {data, n, samples, temperature}}`;
+- `benchmarks`: final-model evaluations, `{entry: {benchmark, data, n, samples, temperature,
+  max_new_tokens}}`; the entry names the eval file (`eval/<entry>.json`) and is the benchmark
+  run unless `benchmark` names another, so one benchmark can be evaluated twice:
+  `{arith: {n: 1000}, arith_pass64: {benchmark: arith, n: 200, samples: 64, temperature: 1.0}}`
+  (greedy pass@1 on 1000 problems, and pass@k / maj@k up to 64 on 200);
 - `model`: a base model of the workflow config (`base_models`), or a hub name / checkpoint;
 - `default`: whether the `ablations` target includes the study;
 - `control` (default true): add the supervised control (`method=sft_control`, continued SFT
@@ -43,7 +47,7 @@ trains the equal-wall-time control: steps = (the longest summed `step_s` of the 
 `wall_budget.json` (target seconds, matched runs, steps) into the run dir, which marks the run
 as the equal-wall-time control for the analysis.
 
-Over 400 lines for now (419): loading, expansion and the budget arithmetic of studies; the
+Over 400 lines for now (471): loading, expansion and the budget arithmetic of studies; the
 equal-wall-time control's arithmetic is the seam to split next.
 """
 from __future__ import annotations
@@ -79,6 +83,7 @@ CONTROL_METHOD = "sft_control"
 WALL_BUDGET_FILE = "wall_budget.json"  # written into an equal-wall-time control's run dir
 BASE_EVAL_DIR = "_base_model"  # <runs>/<study>/_base_model/eval/<benchmark>.json: the base model's evaluations
 STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+BENCHMARK_ENTRY = re.compile(r"^[A-Za-z0-9_]+$")  # as the evaluate rules' {benchmark} wildcard
 
 
 class StudyError(ValueError):
@@ -115,7 +120,7 @@ class Study:
     model: str
     budget_samples: int
     seeds: list[int]
-    benchmarks: dict[str, dict]
+    benchmarks: dict[str, dict]  # entry (the eval file's name) -> options; `benchmark_of` gives the benchmark
     runs: list[RunSpec]
     raw: dict[str, Any]
     benchmark_seeds: list[int] = field(default_factory=list)  # runs of these seeds are evaluated on `benchmarks`
@@ -348,6 +353,8 @@ def expand_study(
                                  wall_match=[r.run_id for r in rl_runs if r.seed == seed],
                                  wall_probe=twin.run_id))
     benchmarks = {k: dict(v or {}) for k, v in (raw.get("benchmarks") or {}).items()}
+    for entry, opts in benchmarks.items():
+        check_benchmark_entry(entry, opts, where)
     bench_seeds = raw.get("benchmark_seeds")
     if bench_seeds is not None:
         if not set(bench_seeds) <= set(raw.get("seeds") or []):
@@ -360,6 +367,29 @@ def expand_study(
                  benchmarks=benchmarks, runs=runs, raw=raw,
                  benchmark_seeds=list(bench_seeds) if bench_seeds is not None else list(seed_list),
                  benchmark_base=bool(raw.get("benchmark_base", False)))
+
+
+def benchmark_of(entry: str, opts: dict | None) -> str:
+    """The benchmark (task name) a `benchmarks` entry runs: its `benchmark`, else its own name."""
+    return (opts or {}).get("benchmark") or entry
+
+
+def check_benchmark_entry(entry: str, opts: dict | None, where: str) -> None:
+    """An entry of `benchmarks`: a name fit for a file name (its eval file, a Snakemake wildcard)
+    and a registered benchmark to run (StudyError naming the file and the entry)."""
+    from grpo_research.tasks import TASKS
+
+    if not BENCHMARK_ENTRY.match(entry):
+        raise StudyError(f"{where}: benchmarks.{entry}: an entry name must be letters, digits and '_' "
+                         "(it names the eval file)")
+    bench = (opts or {}).get("benchmark")
+    if bench is not None and not isinstance(bench, str):
+        raise StudyError(f"{where}: benchmarks.{entry}.benchmark must be a benchmark name, got {bench!r}")
+    name = benchmark_of(entry, opts)
+    if name not in TASKS:
+        hint = "" if bench is not None else " (an entry named otherwise says which it runs: `benchmark: NAME`)"
+        raise StudyError(f"{where}: benchmarks.{entry}: unknown benchmark {name!r}; known: "
+                         f"{', '.join(sorted(TASKS))}{hint}")
 
 
 def steps_for_budget(budget_samples: int, prompts_per_step: int, group_size: int) -> int:

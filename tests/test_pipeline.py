@@ -153,7 +153,7 @@ def test_study_jobs_paths_and_train_commands():
     assert p.wall_inputs("ppo_vs_grpo", "sft_control-wall-seed1")[-1] == "runs/ppo_vs_grpo/sft_control-seed1/summary.json"
     assert p.wall_inputs("ppo_vs_grpo", "grpo-seed1") == []
     assert p.train_threads("ppo_vs_grpo", "grpo-seed1") == 1
-    assert p.eval_args("ppo_vs_grpo", "arith") == ["--n", 1000]
+    assert p.eval_args("ppo_vs_grpo", "arith") == ["--benchmark", "arith", "--n", 1000]
     with pytest.raises(PipelineError, match="lists no benchmark 'gsm8k'"):
         p.eval_args("ppo_vs_grpo", "gsm8k")
     with pytest.raises(PipelineError, match="unknown study 'nope'"):
@@ -338,6 +338,46 @@ def test_benchmark_seeds_base_model_evaluation_and_equal_samples_control(tmp_pat
         pipeline(studies_dir=str(_study(tmp_path, seeds=[1], benchmark_seeds=[3]))).study("s")
     with pytest.raises(PipelineError, match="does not evaluate its base model"):
         pipeline(studies_dir=str(_study(tmp_path))).base_eval_args("s", "arith")
+
+
+def test_one_benchmark_evaluated_twice_under_two_entry_names(tmp_path):
+    """`arith_pass64: {benchmark: arith, ...}` writes eval/arith_pass64.json, runs `--benchmark arith`,
+    for the runs and for the base model; a dry run plans both files of both."""
+    benchmarks = {"arith": {"n": 8}, "arith_pass64": {"benchmark": "arith", "n": 4, "samples": 64,
+                                                       "temperature": 1.0}}
+    studies = _study(tmp_path, benchmarks=benchmarks, benchmark_base=True)
+    p = pipeline(studies_dir=str(studies))
+    outs = p.study_outputs("s")
+    for d in ("grpo-seed1", "_base_model"):
+        assert f"runs/s/{d}/eval/arith.json" in outs and f"runs/s/{d}/eval/arith_pass64.json" in outs
+    assert p.eval_args("s", "arith_pass64") == ["--benchmark", "arith", "--n", 4, "--samples", 64,
+                                                "--temperature", 1.0]
+    assert p.eval_args("s", "arith") == ["--benchmark", "arith", "--n", 8]
+    assert p.base_eval_args("s", "arith_pass64")[-8:] == ["--benchmark", "arith", "--n", 4, "--samples", 64,
+                                                          "--temperature", 1.0]
+    proc, _ = snakemake(tmp_path, "-n", "-p", "study_s", config={"studies_dir": str(studies)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert (jobs(out)["evaluate_run"], jobs(out)["evaluate_base"]) == (2, 2)
+    (cmd,) = [line for line in out.splitlines() if "--out runs/s/grpo-seed1/eval/arith_pass64.json" in line]
+    assert "--benchmark arith --n 4 --samples 64 --temperature 1.0" in cmd and cmd.count("--benchmark") == 1
+    (cmd,) = [line for line in out.splitlines() if "--out runs/s/_base_model/eval/arith_pass64.json" in line]
+    assert "--benchmark arith --n 4 --samples 64" in cmd and cmd.count("--benchmark") == 1
+
+
+@pytest.mark.parametrize("benchmarks, message", [
+    ({"arith_pass64": {"n": 4}}, "benchmarks.arith_pass64: unknown benchmark 'arith_pass64'; known: "),
+    ({"arith_pass64": {"benchmark": "arth"}}, "benchmarks.arith_pass64: unknown benchmark 'arth'; known: "),
+    ({"arith-pass64": {"benchmark": "arith"}}, "benchmarks: 'arith-pass64' does not match"),
+    ({"a": {"benchmark": 3}}, "benchmarks.a.benchmark: 3 is not of type 'string'"),
+    ({"a": {"benchmark": "arith", "samples": 4}}, "benchmarks.a: samples 4 needs a temperature"),
+])
+def test_a_benchmark_entry_naming_an_unknown_benchmark_stops_planning(tmp_path, benchmarks, message):
+    """One line naming the study file and the entry."""
+    studies = _study(tmp_path, benchmarks=benchmarks)
+    with pytest.raises(PipelineError, match=re.escape(message)) as e:
+        pipeline(studies_dir=str(studies)).study("s")
+    assert str(studies / "s.yaml") in str(e.value) and "\n" not in str(e.value)
 
 
 def test_the_smollm2_study_plans_with_its_base_model_evaluations(tmp_path):

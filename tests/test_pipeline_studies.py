@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from grpo_research.config import load_config
-from grpo_research.studies import StudyError, expand_study, find_studies, load_study_file, variant_of
+from grpo_research.studies import (StudyError, expand_study, find_studies, load_study_file, validate_schema,
+                                   variant_of)
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "study.schema.yaml"
@@ -88,10 +89,30 @@ def test_named_method_entry_and_colliding_short_names():
     ({"budget_samples": 64, "seeds": [1], "methods": ["no_such_method"]}, "'method' = 'no_such_method'"),
     ({"budget_samples": 64, "seeds": [1, 1], "methods": ["grpo"]}, "distinct"),
     ({"budget_samples": 64, "seeds": [1], "methods": ["grpo", "grpo"]}, "share the id"),
+    ({"budget_samples": 64, "seeds": [1], "methods": ["grpo"], "benchmarks": {"arith64": {"samples": 64}}},
+     "bad: benchmarks.arith64: unknown benchmark 'arith64'; known: "),
+    ({"budget_samples": 64, "seeds": [1], "methods": ["grpo"], "benchmarks": {"a": {"benchmark": "gsm9k"}}},
+     "bad: benchmarks.a: unknown benchmark 'gsm9k'"),
+    ({"budget_samples": 64, "seeds": [1], "methods": ["grpo"], "benchmarks": {"a": {"benchmark": ["arith"]}}},
+     "bad: benchmarks.a.benchmark must be a benchmark name"),
+    ({"budget_samples": 64, "seeds": [1], "methods": ["grpo"], "benchmarks": {"a/b": {"benchmark": "arith"}}},
+     "bad: benchmarks.a/b: an entry name must be letters, digits and '_'"),
 ])
 def test_bad_studies_fail_while_planning(raw, message):
     with pytest.raises(StudyError, match=message):
         expand_study(raw, "bad")
+
+
+def test_a_benchmark_entry_names_its_file_and_may_run_another_benchmark():
+    from grpo_research.studies import benchmark_of
+
+    raw = {"budget_samples": 64, "seeds": [1], "methods": ["grpo"],
+           "benchmarks": {"arith": {"n": 10}, "arith_pass64": {"benchmark": "arith", "samples": 64, "temperature": 1.0},
+                          "gsm8k": None}}
+    study = expand_study(raw, "s")
+    assert list(study.benchmarks) == ["arith", "arith_pass64", "gsm8k"]
+    assert [benchmark_of(e, o) for e, o in study.benchmarks.items()] == ["arith", "arith", "gsm8k"]
+    validate_schema(raw, yaml.safe_load(SCHEMA.read_text()), "s.yaml")
 
 
 def test_schema_rejects_misspelled_study_key(tmp_path):

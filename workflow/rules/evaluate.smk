@@ -1,6 +1,8 @@
 # Stage 3: evaluate each run's final model (runs/<study>/<run_id>/model/) on the study's
 # benchmarks with `grpo-research eval` (generation + the same scoring as `grpo-research score`),
-# into runs/<study>/<run_id>/eval/<benchmark>.json.
+# into runs/<study>/<run_id>/eval/<benchmark>.json. {benchmark} is the study's entry, which names
+# the file; eval_args passes the benchmark it runs (`--benchmark`: the entry's `benchmark`, else
+# its name), so one benchmark can be evaluated twice (e.g. greedy and 64 samples).
 
 
 rule evaluate_run:
@@ -26,7 +28,7 @@ rule evaluate_run:
         mem_mb=RES["evaluate"]["mem_mb"],
         runtime=RES["evaluate"]["runtime"],
     shell:
-        "{params.cli} eval --checkpoint {params.run_dir} --benchmark {wildcards.benchmark} "
+        "{params.cli} eval --checkpoint {params.run_dir} "
         "--out {output} --threads {threads} --batch-size {params.batch} {params.args} > {log} 2>&1"
 
 
@@ -53,5 +55,5 @@ rule evaluate_base:
         mem_mb=RES["evaluate"]["mem_mb"],
         runtime=RES["evaluate"]["runtime"],
     shell:
-        "{params.cli} eval --benchmark {wildcards.benchmark} --out {output} --threads {threads} "
+        "{params.cli} eval --out {output} --threads {threads} "
         "--batch-size {params.batch} {params.args} > {log} 2>&1"
