@@ -201,6 +201,17 @@ class AlgoConfig:
     ref_reset_every: int = doc_field(
         0, "Reset the reference model to the current policy every this many steps (0: never; DeepSeek-R1: 400).", ge(0)
     )
+    sampler_sync_every: int = doc_field(
+        1,
+        "rft, online_rft, dpo, online_dpo: which model samples the training data. 1: the current policy, every step "
+        "(online); N > 1: a copy of the policy refreshed every N steps (iterative); 0: the frozen base model for the "
+        "whole run (offline: the data the base model would give if drawn before training, each sample used once). "
+        "The RL methods always sample the current policy.",
+        ge(0),
+    )
+    accept_term: str = doc_field(
+        "correct", "rft, online_rft, dpo, online_dpo: the reward term whose score 1 marks a sample correct (kept by "
+        "RFT, chosen by DPO; below 1: rejected). `random` with reward.weights={random: 1} gives their random control.")
 
 
 @dataclass
@@ -288,6 +299,19 @@ class PPOConfig:
 
 
 @dataclass
+class DPOConfig:
+    """method=dpo | online_dpo: the preference loss (grpo_research/algorithms/dpo.py). Its beta is
+    `algo.beta` (the KL coefficient of the objective DPO solves); pairs are a correct and an
+    incorrect sample of one prompt (`algo.sampler_sync_every` says whose samples)."""
+
+    loss_type: str = doc_field("sigmoid", "dpo: the loss: sigmoid (arXiv 2305.18290) or ipo (arXiv 2310.12036).",
+                               registered("DPO_LOSSES"))
+    label_smoothing: float = doc_field(
+        0.0, "dpo: probability that a pair's labels are wrong (conservative DPO; sigmoid loss only).",
+        lambda v: None if 0 <= v < 0.5 else "must be in [0, 0.5)")
+
+
+@dataclass
 class CriticConfig:
     """method=ppo: the value model. AdamW betas, weight decay and grad clipping come from `optim`."""
 
@@ -315,6 +339,7 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    dpo: DPOConfig = field(default_factory=DPOConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
 
     def to_dict(self) -> dict[str, Any]:
@@ -350,7 +375,30 @@ def validate(cfg: RunConfig) -> RunConfig:
                           f"{cfg.algo.group_size} = {rows} completions per step, more than the limit of "
                           f"{MAX_COMPLETIONS_PER_STEP}")
     _check_reward(cfg.reward)
+    _check_sample_source(cfg)
     return cfg
+
+
+def _check_sample_source(cfg: RunConfig) -> None:
+    """The methods that train on verified samples (rft, dpo, ...) need their accepting reward
+    term, and only they take another sampler than the current policy."""
+    from grpo_research.methods import SAMPLE_SOURCE_TRAINERS
+
+    m = METHODS[cfg.method]
+    if m.trainer not in SAMPLE_SOURCE_TRAINERS:
+        if cfg.algo.sampler_sync_every != 1:
+            raise ConfigError(f"'algo.sampler_sync_every' = {cfg.algo.sampler_sync_every}: method={cfg.method} always "
+                              "samples the current policy (the option is for rft, online_rft, dpo, online_dpo)")
+        return
+    term = cfg.algo.accept_term
+    if term not in cfg.reward.weights:
+        raise ConfigError(f"'algo.accept_term' = {term!r}: method={cfg.method} keeps the samples that reward term "
+                          f"scores 1, but it is not a term of 'reward.weights' ({', '.join(cfg.reward.weights)})")
+    if cfg.algo.sampler_sync_every != 1 and cfg.rollout.backend != "hf":
+        raise ConfigError(f"'algo.sampler_sync_every' = {cfg.algo.sampler_sync_every} samples a model other than the "
+                          f"policy, which needs rollout.backend=hf (not {cfg.rollout.backend})")
+    if m.trainer == SAMPLE_SOURCE_TRAINERS[1] and cfg.algo.beta <= 0:
+        raise ConfigError(f"'algo.beta' = {cfg.algo.beta}: method={cfg.method} needs beta > 0 (DPO's beta)")
 
 
 def _check_reward(r: RewardConfig) -> None:

@@ -33,6 +33,10 @@ class Method:
 METHODS: Registry[Method] = Registry("method")
 
 GRPO_TRAINER = "grpo_research.trainers.grpo:GRPOTrainer"
+# the trainers of verified own samples, which take `algo.sampler_sync_every` (offline, online, iterative)
+RFT_TRAINER = "grpo_research.trainers.rft:RFTTrainer"
+DPO_TRAINER = "grpo_research.trainers.dpo:DPOTrainer"
+SAMPLE_SOURCE_TRAINERS = (RFT_TRAINER, DPO_TRAINER)
 
 
 def register_method(name: str, trainer: str, doc: str, preset: dict[str, Any] | None = None,
@@ -123,4 +127,28 @@ register_method(
     "sft_control", "grpo_research.trainers.sft_control:SFTControlTrainer",
     preset={"algo": {"beta": 0.0}, "optim": {"lr": 1e-3, "beta2": 0.98}},
     doc="Control: continued supervised training on the reference solutions, at equal samples (not RL).",
+)
+register_method(
+    "rft", RFT_TRAINER,
+    preset={"algo": {"beta": 0.0, "sampler_sync_every": 0}},
+    doc="Rejection-sampling fine-tuning, DeepSeekMath (arXiv 2402.03300) section 5.2: supervised loss on the "
+        "base model's correct samples (offline: drawn from the frozen base model, each used once).",
+)
+register_method(
+    "online_rft", RFT_TRAINER,
+    preset={"algo": {"beta": 0.0, "sampler_sync_every": 1}},
+    doc="Online RFT, DeepSeekMath (arXiv 2402.03300) section 5.2: the supervised loss on the current policy's "
+        "correct samples, every step.",
+)
+register_method(
+    "dpo", DPO_TRAINER,
+    preset={"algo": {"beta": 0.1, "sampler_sync_every": 0}},
+    doc="DPO (arXiv 2305.18290) on pairs of a correct and an incorrect sample of one prompt from the frozen base "
+        "model (offline); `dpo.loss_type`, `dpo.label_smoothing`; beta = `algo.beta`.",
+)
+register_method(
+    "online_dpo", DPO_TRAINER,
+    preset={"algo": {"beta": 0.1, "sampler_sync_every": 1}},
+    doc="Online DPO (Guo et al., arXiv 2402.04792): DPO on pairs from the current policy's samples, every step "
+        "(`algo.sampler_sync_every=N`: iterative, pairs from a copy refreshed every N steps).",
 )

@@ -49,3 +49,18 @@ def test_implicit_rewards_and_bad_input():
         dpo_loss(PC, PR, RC, RR, 0.5, label_smoothing=0.1, loss_type="ipo")
     with pytest.raises(ValueError, match="loss_type must be one of"):
         dpo_loss(PC, PR, RC, RR, 0.5, loss_type="hinge")
+
+
+def test_preference_pairs_by_hand():
+    from grpo_research.algorithms import preference_pairs
+
+    # G = 4: group 0 has correct rows 0, 2 and incorrect 1, 3 (row 3 masked); group 1 all wrong;
+    # group 2: correct 8, 9, 10, incorrect 11
+    correct = torch.tensor([1, 0, 1, 0, 0, 0, 0, 0, 1, 1, 1, 0], dtype=torch.bool)
+    valid = torch.tensor([1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1], dtype=torch.bool)
+    chosen, rejected = preference_pairs(correct, valid, 4)
+    assert chosen.tolist() == [0, 8] and rejected.tolist() == [1, 11]
+    none_c, none_r = preference_pairs(torch.zeros(4, dtype=torch.bool), torch.ones(4, dtype=torch.bool), 4)
+    assert none_c.tolist() == [] and none_r.tolist() == []
+    with pytest.raises(ValueError, match="multiple of group_size=4"):
+        preference_pairs(torch.zeros(6, dtype=torch.bool), torch.ones(6, dtype=torch.bool), 4)

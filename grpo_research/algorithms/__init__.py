@@ -16,7 +16,7 @@ from grpo_research.algorithms.core import (
     kl_estimate,
     masked_mean,
 )
-from grpo_research.algorithms.dpo import DPO_LOSSES, dpo_implicit_rewards, dpo_loss
+from grpo_research.algorithms.dpo import DPO_LOSSES, dpo_implicit_rewards, dpo_loss, preference_pairs
 from grpo_research.algorithms.loss import (
     AGGREGATIONS,
     SURROGATES,
@@ -36,6 +36,7 @@ from grpo_research.algorithms.ppo import (
     kl_penalized_rewards,
     whiten,
 )
+from grpo_research.algorithms.rft import rft_loss
 
 __all__ = [
     "ADVANTAGES",
@@ -60,8 +61,10 @@ __all__ = [
     "micro_batch_scale",
     "policy_loss",
     "policy_loss_stats",
+    "preference_pairs",
     "register_advantage",
     "register_aggregation",
+    "rft_loss",
     "rloo_advantages",
     "sequence_clip_fraction",
     "sequence_clipped_surrogate",

@@ -73,3 +73,25 @@ def dpo_loss(
 def dpo_implicit_rewards(policy_logp: torch.Tensor, ref_logp: torch.Tensor, beta: float) -> torch.Tensor:
     """beta * (log pi(y) - log ref(y)) per sequence (the paper's implicit reward)."""
     return beta * (policy_logp - ref_logp)
+
+
+def preference_pairs(correct: torch.Tensor, valid: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Preference pairs from verified samples: (chosen rows (P,), rejected rows (P,)).
+
+    `correct` (N,) and `valid` (N,) are booleans over a rollout batch laid out in groups of
+    `group_size` completions of one prompt (rows g*G .. g*G+G-1). Within each group the valid
+    correct rows and the valid incorrect rows are paired in row order: the i-th correct with the
+    i-th incorrect, min(#correct, #incorrect) disjoint pairs per group (the samples are i.i.d.,
+    so row order is already random). A group whose valid samples are all right or all wrong
+    gives no pair. Pairs are listed group by group."""
+    if correct.shape != valid.shape or correct.dim() != 1 or correct.shape[0] % group_size:
+        raise ValueError(f"correct and valid must be 1-D of one length, a multiple of group_size={group_size}; "
+                         f"got {tuple(correct.shape)} and {tuple(valid.shape)}")
+    chosen, rejected = [], []
+    for g in range(correct.shape[0] // group_size):
+        rows = range(g * group_size, (g + 1) * group_size)
+        good = [i for i in rows if valid[i] and correct[i]]
+        bad = [i for i in rows if valid[i] and not correct[i]]
+        chosen += good[: len(bad)]
+        rejected += bad[: len(good)]
+    return torch.tensor(chosen, dtype=torch.long), torch.tensor(rejected, dtype=torch.long)

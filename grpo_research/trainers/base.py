@@ -139,7 +139,8 @@ class Trainer:
         param_bytes = next(self.policy.parameters()).element_size()
         est = estimate_step_bytes(
             n_params=sum(p.numel() for p in self.policy.parameters()), trained_models=1 + (self.cfg.method == "ppo"),
-            frozen_models=int(self.uses_reference and self.cfg.algo.beta > 0), param_bytes=param_bytes,
+            frozen_models=int(self.uses_reference and self.cfg.algo.beta > 0) + self.extra_frozen_models(),
+            param_bytes=param_bytes,
             hidden=hidden, intermediate=getattr(c, "intermediate_size", 4 * hidden),
             layers=getattr(c, "num_hidden_layers", 1), vocab=getattr(c, "vocab_size", 1), rows=mb,
             seq_len=seq_len, checkpointing=t.gradient_checkpointing)
@@ -155,6 +156,10 @@ class Trainer:
     # ------------------------------------------------------------ what a method provides
     def setup(self, model_path: str | Path) -> None:
         """Build what the method holds besides the policy (e.g. a critic)."""
+
+    def extra_frozen_models(self) -> int:
+        """Frozen models the method holds besides the reference (for the memory estimate)."""
+        return 0
 
     def policy_updates(self) -> int:
         """Optimizer steps of the policy over the whole run (the length of the lr schedule)."""
@@ -202,10 +207,11 @@ class Trainer:
         if every and self.ref is not None and self.step and self.step % every == 0:
             self.ref.load_state_dict(self.policy.state_dict())
 
-    def rollout_and_score(self) -> tuple[RolloutBatch, RewardBatch, dict[str, float]]:
-        """Sample G completions per prompt and score them. With dynamic sampling (DAPO), groups
-        whose rewards are all equal are dropped and more prompts are sampled, up to
-        `algo.max_resample_rounds` extra rounds; every generated completion counts in `samples`."""
+    def rollout_and_score(self, model=None) -> tuple[RolloutBatch, RewardBatch, dict[str, float]]:
+        """Sample G completions per prompt from `model` (the policy when None) and score them.
+        With dynamic sampling (DAPO), groups whose rewards are all equal are dropped and more
+        prompts are sampled, up to `algo.max_resample_rounds` extra rounds; every generated
+        completion counts in `samples`."""
         cfg, a = self.cfg, self.cfg.algo
         G, want = a.group_size, cfg.rollout.prompts_per_step
         lo, hi = self.dp.shard(want)  # data parallel: this process's prompts of the step (all of them at world 1)
@@ -218,7 +224,7 @@ class Trainer:
             if not sampler:  # torch sampler: independent draws per process (rank 0 keeps the seed)
                 seed ^= self.dp.rank << 40
             batch = self.generate(
-                self.policy, self.tokenizer, problems, G, max_new_tokens=cfg.rollout.max_new_tokens,
+                self.policy if model is None else model, self.tokenizer, problems, G, max_new_tokens=cfg.rollout.max_new_tokens,
                 temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, seed=seed, **sampler,
             )
             rb = self.reward_fn(batch.problems, batch.completions, batch.finished)
