@@ -81,3 +81,61 @@ def test_format_only_rewards_the_format_and_still_logs_correctness():
     rb = reward(problems[:1] * 3, completions, [True] * 3)
     assert rb.components["correct"] == [1.0, 0.0, 0.0]
     assert rb.total == rb.components["format"] == [1.0, 1.0, 0.0]
+
+
+def test_p_base_is_the_base_models_measured_correctness_and_the_seed_the_runs(tiny_model_dir, tmp_path, monkeypatch):
+    """`reward.options={random: {p: base}}`: the trainer measures the base model's mean `correct`
+    score of its samples before training, gives it to the coin and records it in summary.json;
+    the coin's seed is the run's seed unless set."""
+    import json
+
+    import grpo_research.trainers.base as base
+    from grpo_research.cli import main
+    from grpo_research.rewards import library
+    from tests.helpers import fast_run
+
+    seen = {}
+    real = library.random_reward
+
+    def spy(task=None, p=0.5, seed=0):
+        seen.update(p=p, seed=seed)
+        return real(task, p=p, seed=seed)
+
+    from grpo_research.rewards import REWARDS
+
+    monkeypatch.setitem(REWARDS, "random", spy)
+    monkeypatch.setattr(base.Trainer, "_base_correctness", lambda self: 0.375)
+    run = tmp_path / "run"
+    assert main(["train", "--run-dir", str(run), f"model.name_or_path={tiny_model_dir}",
+                 *fast_run("reward.weights={random: 1.0}", "reward.options={random: {p: base}}", "train.steps=1",
+                           "seed=5")]) == 0
+    assert json.loads((run / "summary.json").read_text())["random_reward_p"] == 0.375
+    assert seen == {"p": 0.375, "seed": 5}
+
+
+def test_base_correctness_is_the_mean_correct_score_of_the_base_models_samples(tiny_model_dir, tmp_path):
+    """With a stand-in sampler that answers 3 of each prompt's G = 4 samples right, the measured
+    p is 3/4, over BASE_P_PROMPTS prompts, and the run's data order is left untouched."""
+    from types import SimpleNamespace
+
+    import grpo_research.trainers.base as base
+    from grpo_research.trainers import build_trainer
+    from tests.helpers import fast_run
+
+    cfg = load_config(None, [f"model.name_or_path={tiny_model_dir}", *fast_run("reward.weights={random: 1.0}")])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("")
+    t = build_trainer(cfg, run, tiny_model_dir)
+    asked = []
+
+    def generate(model, tok, problems, G, **kw):
+        asked.append(len(problems))
+        return SimpleNamespace(problems=[p for p in problems for _ in range(G)],
+                               completions=[p.solution if j < 3 else "0" for p in problems for j in range(G)],
+                               finished=[True] * (len(problems) * G))
+
+    t.generate = generate
+    state = t.data_rng.getstate()
+    assert t._base_correctness() == pytest.approx(0.75)
+    assert sum(asked) == base.BASE_P_PROMPTS and t.data_rng.getstate() == state

@@ -251,7 +251,12 @@ def random_reward(task: Task | None = None, p: float = 0.5, seed: int = 0):
     and unchanged by a resume, with no generator state to checkpoint; copies of a completion
     in one group get their own draws. Departure from a fresh coin per sample: a completion that
     comes back in a later step gets the same value as before (a fixed random labelling of
-    (problem, completion) pairs); it still carries no information about correctness."""
+    (problem, completion) pairs); it still carries no information about correctness.
+
+    In a run the trainer gives `seed` the run's seed unless set, and `p: base` becomes the base
+    model's mean correctness (its sampled completions' `correct` score on 128 training problems
+    x G, measured before training; summary.json `random_reward_p`): the coin then pays as often
+    as the true reward did at the start, the control "Spurious Rewards" describes."""
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
         raise ValueError(f"random: option p must be a number in [0, 1], got {p!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):

@@ -47,6 +47,10 @@ from grpo_research.trainers import common, distributed
 from grpo_research.trainers.cost import CostMeter, estimate_step_bytes, forward_flops, memory_limit_bytes
 
 
+BASE_P_PROMPTS = 128  # training problems (x G samples) that measure the base correctness of `random` p: base
+BASE_P_STREAM = 7  # the sampling-seed stream of that measurement (the rollout uses streams 0..)
+
+
 class InfrastructureFailure(RuntimeError):
     """A step could not be scored at all (every completion masked): exit 1 with one line."""
 
@@ -192,6 +196,13 @@ class Trainer:
         """Reward options from config; the overlong penalty defaults to DAPO's setting measured
         in tokens: max_len = rollout.max_new_tokens, cache = a quarter of it."""
         options = {k: dict(v) for k, v in self.cfg.reward.options.items()}
+        if "random" in self.cfg.reward.weights:  # the random control: a coin per run seed, p = base correctness if asked
+            opt = options.setdefault("random", {})
+            opt.setdefault("seed", self.cfg.seed)
+            if opt.get("p") == "base":
+                opt["p"] = self.random_reward_p = self._base_correctness()
+                self._warn(f"reward term random: p = {opt['p']:.4f}, the base model's mean correctness over "
+                           f"{BASE_P_PROMPTS} x {self.cfg.algo.group_size} training samples")
         if "overlong" in self.cfg.reward.weights:
             opt = options.setdefault("overlong", {})
             max_len = opt.setdefault("max_len", self.cfg.rollout.max_new_tokens)
@@ -200,6 +211,29 @@ class Trainer:
                 tok = self.tokenizer
                 opt["length_fn"] = lambda text: len(tok(text, add_special_tokens=False)["input_ids"]) + 1  # + EOS
         return options
+
+    def _base_correctness(self) -> float:
+        """The mean `correct` score of the base model's samples (this policy before any update: the
+        trainer calls it before loading a checkpoint) on BASE_P_PROMPTS training problems x G,
+        sampled as the rollout samples. Its own problem RNG and seeds: the run's data order is
+        untouched, and a resumed run measures the same value."""
+        cfg = self.cfg
+        rng = random.Random(f"base-correctness-{cfg.seed}")
+        correct = build_reward(self.task, {"correct": 1.0}, {})
+        scores: list[float] = []
+        was_training = self.policy.training
+        self.policy.eval()
+        for i in range(0, BASE_P_PROMPTS, cfg.rollout.prompts_per_step):
+            problems = self.task.train_problems(rng, min(cfg.rollout.prompts_per_step, BASE_P_PROMPTS - i))
+            batch = self.generate(self.policy, self.tokenizer, problems, cfg.algo.group_size,
+                                  max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
+                                  top_p=cfg.rollout.top_p, seed=common.step_seed(cfg.seed, i, stream=BASE_P_STREAM))
+            rb = correct(batch.problems, batch.completions, batch.finished)
+            scores += [c for c in rb.components["correct"] if c is not None]
+        self.policy.train(was_training)
+        if not scores:
+            raise InfrastructureFailure("reward term random (p: base): no base-model sample could be graded")
+        return sum(scores) / len(scores)
 
     def reset_reference_if_due(self) -> None:
         """DeepSeek-R1: the reference becomes the current policy every `algo.ref_reset_every` steps."""
@@ -467,6 +501,8 @@ class Trainer:
         if acc and "eval/accuracy_ood" in acc[-1]:
             summary["initial_accuracy_ood"] = acc[0].get("eval/accuracy_ood")
             summary["final_accuracy_ood"] = acc[-1]["eval/accuracy_ood"]
+        if getattr(self, "random_reward_p", None) is not None:  # `random` p: base, as measured
+            summary["random_reward_p"] = self.random_reward_p
         if getattr(self, "step_memory_estimate", None):  # the up-front estimate (cost.estimate_step_bytes)
             summary["step_memory_estimate_mb"] = round(self.step_memory_estimate["total"] / 2**20)
         write_text_atomic(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
