@@ -4,6 +4,8 @@
 - `grpo_research.analysis.stats`: mean over seeds with a 95 % percentile-bootstrap interval (numpy).
 - `grpo_research.analysis.aggregate`: curves against generated samples, the final table (CSV +
   Markdown, with the pairs of methods whose intervals overlap), the cost table.
+- `grpo_research.analysis.passk`: pass@k and maj@k against k of the base model and each variant's
+  final models, for benchmark entries sampled several times per problem (table + Markdown).
 - `grpo_research.analysis.plots`: PNG figures; `grpo_research.analysis.report`: the self-contained
   report.html and the results/index.html linking every study.
 

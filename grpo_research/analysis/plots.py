@@ -1,5 +1,5 @@
-"""Figures of a study: one PNG per curve metric (mean over seeds, 95 % bootstrap band) and a
-bar chart of the final table."""
+"""Figures of a study: one PNG per curve metric (mean over seeds, 95 % bootstrap band), a bar
+chart of the final table, and pass@k / maj@k against k of the base model and the final models."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -162,3 +162,56 @@ def plot_wall(wall: pd.DataFrame, out_dir: str | Path, study: str, variants: lis
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [path]
+
+
+def plot_passk(passk: pd.DataFrame, out_dir: str | Path, study: str, settings: dict[str, list[dict]],
+               variants: list[str]) -> list[Path]:
+    """One figure per benchmark entry of `passk` (analysis.passk.passk_table): pass@k (left) and,
+    for math benchmarks, maj@k (right) against k on a log2 axis; a line per variant of
+    `variants` (mean over its seeds' final models, band: 95 % bootstrap CI over seeds, or one
+    model's interval over problems) and rows outside `variants` (the base model) dashed, in grey,
+    with their interval over problems. `settings`: entry -> its eval files' decoding (caption)."""
+    from grpo_research.analysis.passk import settings_caption
+
+    plt = _plt()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    colors = _colors(variants)
+    paths = []
+    for entry, g in passk.groupby("benchmark", sort=False):
+        order = final_bar_order(g, variants)  # the base model first, then the variants
+        metrics = [m for m in ("pass@k", "maj@k") if m in set(g["metric"])]
+        fig, axes = plt.subplots(1, len(metrics), figsize=(5.4 * len(metrics) + 2.6, 4.8), squeeze=False)
+        for ax, metric in zip(axes[0], metrics):
+            sub = g[g.metric == metric]
+            for v in order:
+                r = sub[sub.variant == v].sort_values("k")
+                if r.empty:
+                    continue
+                base = v not in variants
+                color = (0.25, 0.25, 0.25, 1.0) if base else colors[v]
+                label = f"{v} (one model)" if base else f"{v} (n={int(r['n_seeds'].iloc[0])})"
+                ax.plot(r["k"], 100 * r["mean"], color=color, lw=1.8, ls="--" if base else "-", marker="o", ms=4,
+                        label=label)
+                ax.fill_between(r["k"], 100 * r["low"], 100 * r["high"], color=color, alpha=0.12 if base else 0.18,
+                                lw=0)
+            ks = sorted(set(sub["k"]))
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(ks, [str(k) for k in ks])
+            ax.minorticks_off()
+            ax.set_xlabel("k (samples per problem)")
+            ax.set_ylabel(f"{metric} (%)")
+            ax.set_ylim(0, min(100, max(5.0, 1.1 * float(100 * sub["high"].max()))))
+            ax.set_title("pass@k: some of k samples correct" if metric == "pass@k"
+                         else "maj@k: the majority answer of k samples correct", fontsize=10)
+        axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
+        how = interval_caption(set(g[g.variant.isin(variants)]["interval"]))
+        fig.suptitle(f"{study}: {entry}, base model (dashed) against the variants' final models\n"
+                     f"{settings_caption(settings[entry])}\n{how}; base model: 95 % interval over problems",
+                     fontsize=10)
+        fig.tight_layout()
+        path = out / f"passk_{slug(entry)}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths

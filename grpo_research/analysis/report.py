@@ -82,6 +82,45 @@ def final_html(final: pd.DataFrame) -> str:
     return _table(headers, rows, classes) + overlap_html
 
 
+def passk_html(out: Path, settings: dict[str, list[dict]]) -> str:
+    """The pass@k / maj@k section: per benchmark entry sampled several times per problem, its
+    figure and a table of pass@1, pass@k_max and maj@k_max of the base model and each variant."""
+    from grpo_research.analysis.passk import passk_summary, settings_caption
+    from grpo_research.analysis.plots import slug
+
+    summary = passk_summary(pd.read_csv(out / "passk.csv"))
+    parts = []
+    for entry, g in summary.groupby("benchmark", sort=False):
+        k = int(g["k_max"].max())
+        caption = settings_caption(settings[entry])
+        rows = []
+        for _, r in g.iterrows():
+            n = f"n={r['n_seeds']}" if r["interval"] == "seeds" else "one model, over problems"
+            cells = [html.escape(str(r["variant"])), n]
+            for m in ("pass@1", "pass@k_max", "maj@k_max"):
+                cells.append("n/a" if pd.isna(r[f"{m} mean"]) else
+                             f"{pct(r[f'{m} mean'])} <span class=muted>[{pct(r[f'{m} low'])}, "
+                             f"{pct(r[f'{m} high'])}]</span>")
+            rows.append(cells)
+        parts.append(f"<h3>{html.escape(entry)}</h3>")
+        png = out / "figures" / f"passk_{slug(entry)}.png"
+        if png.exists():
+            parts.append(figure(png, f"{entry}: pass@k and maj@k against k (log2 axis), base model dashed; "
+                                     f"{caption}"))
+        parts.append(_table(["variant", "models", "pass@1 (%)", f"pass@{k} (%)", f"maj@{k} (%)"], rows))
+        parts.append(f"<p class=muted>{html.escape(caption)}. Sampled decoding: pass@1 here is the mean "
+                     "share of correct samples, not the greedy score of the final table.</p>")
+    if parts:
+        parts.append("<p class=muted>Mean over seeds of each final model's value [95% percentile-bootstrap "
+                     "interval over seeds]; a row of one model (the base model, or one seed) shows the eval file's "
+                     "95% interval over problems. pass@k: Chen et al.'s unbiased estimator; maj@k: the majority "
+                     "answer of k samples (finished samples with an extracted answer vote; ties to the answer seen "
+                     "first), averaged over disjoint blocks of k samples (grpo_research/evaluation/metrics.py); "
+                     "n/a: the eval files report no maj@k (code benchmarks have no extracted answer to vote "
+                     "on).</p>")
+    return "".join(parts)
+
+
 def gains_html(gains: pd.DataFrame) -> str:
     """The RL-vs-control section: a sentence per RL variant and the table of paired differences."""
     lines = gains_sentences(gains)
@@ -165,7 +204,9 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
     parts.append(final_html(final))
     parts.append(f"<p class=muted>Mean over seeds with a 95% percentile-bootstrap interval over seeds "
                  f"({meta['n_boot']:,} resamples, seed {meta['bootstrap_seed']}); n = seeds. pass@1 of each run's "
-                 f"final model (<code>grpo-research eval</code>, greedy); <code>{TRAINER_HELDOUT}</code> is the "
+                 f"final model (<code>grpo-research eval</code>: greedy, or for a benchmark entry sampled several "
+                 f"times per problem the mean share of correct samples, see the pass@k section); "
+                 f"<code>{TRAINER_HELDOUT}</code> is the "
                  "trainer's last held-out evaluation. With 3 seeds the bootstrap interval is narrow: treat "
                  "non-overlap as suggestive, not as a test. A cell of one model (the base model, or one seed) "
                  "shows the 95% interval over the benchmark's problems from its evaluation file instead.</p>")
@@ -173,6 +214,9 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
     if bars:
         parts.append("<div class=grid>" + "".join(figure(p, p.stem.replace("final_", "final accuracy: "))
                                                   for p in bars) + "</div>")
+    passk = passk_html(out, meta["passk_settings"])
+    if passk:
+        parts.append("<h2>pass@k and maj@k: the base model against the final models</h2>" + passk)
     gains_csv = out / "gains.csv"
     if gains_csv.exists():
         try:
@@ -202,7 +246,7 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
         parts.append("<div class=grid>" + "".join(figure(p, p.stem.replace("_", " ")) for p in pngs) + "</div>")
     parts.append("<h2>Runs</h2>" + runs_html(runs))
     parts.append("<p class=muted>Tables as files beside this report: final.csv, final.md, gains.csv, gains.md, "
-                 "cost.csv, cost.md, curves.csv, wall_curves.csv, runs.csv.</p></body></html>")
+                 "passk.csv, passk.md, cost.csv, cost.md, curves.csv, wall_curves.csv, runs.csv.</p></body></html>")
     path = out / "report.html"
     write_text_atomic(path, "\n".join(parts))
     return path

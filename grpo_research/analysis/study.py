@@ -32,13 +32,15 @@ def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None 
                     study_file: str | Path | None = None, variants: list[str] | None = None,
                     include: list[str] | None = None, n_boot: int = 10_000, seed: int = 0,
                     smooth: int = 0) -> dict[str, Any]:
-    """final.csv/.md, cost.csv/.md, curves.csv, runs.csv, gains.csv/.md, wall_curves.csv and
+    """final.csv/.md, cost.csv/.md, curves.csv, runs.csv, gains.csv/.md, wall_curves.csv,
+    passk.csv/.md (pass@k and maj@k of benchmarks sampled several times per problem) and
     summary.json of the finished runs under `runs_dir` (only those of `include` when given) into
     `out`; returns the summary. `variants`: display order; `smooth` 0: about 1/25 of a run."""
     from grpo_research.analysis.aggregate import (cost_markdown, cost_table, curve_table, default_smooth,
                                                   final_markdown, final_table, gains_markdown, gains_table,
                                                   order_variants, runs_table, wall_curve_table)
     from grpo_research.analysis.load import load_study_runs
+    from grpo_research.analysis.passk import passk_markdown, passk_settings, passk_summary, passk_table
 
     runs_dir, out = Path(runs_dir), Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -68,6 +70,11 @@ def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None 
                                         "control\n\n" + gains_markdown(gains))
     write_text_atomic(out / "wall_curves.csv",
                       wall_curve_table(runs, variants, n_boot=n_boot, seed=seed).to_csv(index=False))
+    passk = passk_table(runs, base, variants, n_boot=n_boot, seed=seed)
+    settings = passk_settings(([base] if base else []) + runs, list(dict.fromkeys(passk["benchmark"])))
+    write_text_atomic(out / "passk.csv", passk.to_csv(index=False))
+    write_text_atomic(out / "passk.md", f"# {name}: pass@k and maj@k, base model against final models\n\n"
+                                        + passk_markdown(passk_summary(passk), settings))
     description = ""
     if study_file and Path(study_file).exists():
         description = str((yaml.safe_load(Path(study_file).read_text()) or {}).get("description", "")).strip()
@@ -82,6 +89,7 @@ def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None 
         "samples_per_run": sorted({r.summary.get("samples") for r in runs if r.summary.get("samples")}),
         "n_boot": n_boot, "bootstrap_seed": seed, "smooth_steps": smooth,
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "best": best,
+        "passk_settings": settings,  # entry -> its eval files' distinct {temperature, samples, n_problems}
     }
     write_text_atomic(out / "summary.json", json.dumps(meta, indent=2) + "\n")
     return meta
@@ -91,7 +99,7 @@ def plot_study(out: str | Path) -> list[Path]:
     """figures/*.png of a study from the tables `aggregate_study` wrote into `out` (old PNGs removed)."""
     import pandas as pd
 
-    from grpo_research.analysis.plots import plot_curves, plot_final, plot_wall
+    from grpo_research.analysis.plots import plot_curves, plot_final, plot_passk, plot_wall
 
     out = Path(out)
     meta = json.loads((out / "summary.json").read_text())
@@ -104,6 +112,7 @@ def plot_study(out: str | Path) -> list[Path]:
     paths = plot_curves(curves, figs, meta["study"], meta["smooth_steps"], meta["variants"])
     paths += plot_final(final, figs, meta["study"], meta["variants"])
     paths += plot_wall(pd.read_csv(out / "wall_curves.csv"), figs, meta["study"], meta["variants"])
+    paths += plot_passk(pd.read_csv(out / "passk.csv"), figs, meta["study"], meta["passk_settings"], meta["variants"])
     return paths
 
 
