@@ -23,8 +23,8 @@ def test_ppo_vs_grpo_runs_ids_and_equal_budget():
     ids = [r.run_id for r in study.runs]
     assert ids[:3] == ["ppo-lam0.95-seed1", "ppo-lam0.95-seed2", "ppo-lam0.95-seed3"]
     assert {"ppo-lam1.0-seed1", "grpo-seed2", "dr_grpo-seed3", "sft_control-seed1", "sft_control-wall-seed3"} <= set(ids)
-    assert len(ids) == 18 and len(set(ids)) == 18
-    assert study.variants == ["ppo-lam0.95", "ppo-lam1.0", "grpo", "dr_grpo", "sft_control", "sft_control-wall"]
+    assert len(ids) == 21 and len(set(ids)) == 21
+    assert study.variants == ["ppo-lam0.95", "ppo-lam1.0", "grpo", "dr_grpo", "dpo", "sft_control", "sft_control-wall"]
     assert study.default and study.seeds == [1, 2, 3] and "arith" in study.benchmarks
     for run in study.runs:
         if run.wall_match:  # steps are set when it runs, from the matched runs' time
@@ -124,7 +124,8 @@ def test_schema_rejects_misspelled_study_key(tmp_path):
 
 def test_every_shipped_study_expands():
     studies = find_studies(ROOT / "experiments")
-    assert {"ppo_vs_grpo", "group_size", "beta", "clip_eps", "temperature", "loss_variants", "reward_only"} <= set(studies)
+    assert {"ppo_vs_grpo", "group_size", "beta", "clip_eps", "temperature", "loss_variants", "reward_only",
+            "paradigm", "controls"} <= set(studies)
     expected = {"group_size": [2, 4, 8, 16], "beta": [0.0, 0.01, 0.04, 0.1], "clip_eps": [0.1, 0.2, 0.3],
                 "temperature": [0.6, 1.0, 1.2]}
     for name, path in studies.items():
