@@ -447,14 +447,19 @@ class Pipeline:
 
     def base_eval_args(self, name: str, benchmark: str) -> list[Any]:
         """`grpo-research eval` of a study's base model on a benchmark, posed as its runs pose
-        their prompts (the first run's task.prompt_format, system prompt and examples)."""
+        their prompts (the first run's task.prompt_format, system prompt and examples) and, unless
+        the benchmark sets max_new_tokens, generating as long as its runs' evaluations do (the
+        first run's rollout.max_new_tokens: a base model dir has no run config to read it from)."""
         study = self.study(name)
         if not study.benchmark_base:
             raise PipelineError(f"study {name!r} does not evaluate its base model (benchmark_base: false)")
-        t = load_config(None, study.runs[0].overrides).task
+        cfg = load_config(None, study.runs[0].overrides)
+        t = cfg.task
         model = self.model_path(study.model)
+        own = (self.study_benchmarks(name).get(benchmark) or {}).get("max_new_tokens") is not None
+        length = [] if own else ["--max-new-tokens", cfg.rollout.max_new_tokens]
         return ["--checkpoint", model, "--prompt-format", t.prompt_format, "--system-prompt", t.system_prompt,
-                "--few-shot", t.few_shot, *self.eval_args(name, benchmark)]
+                "--few-shot", t.few_shot, *length, *self.eval_args(name, benchmark)]
 
     def base_eval_inputs(self, name: str) -> list[str]:
         return self.base_inputs(self.study(name).model)

@@ -330,6 +330,8 @@ def test_benchmark_seeds_base_model_evaluation_and_equal_samples_control(tmp_pat
     args = p.base_eval_args("s", "arith")
     assert args[:8] == ["--checkpoint", "runs/_base/tiny-arith", "--prompt-format", "raw", "--system-prompt", "",
                         "--few-shot", 0] and args[-2:] == ["--n", 8]
+    # as long as the runs generate (the base model dir has no run config): rollout.max_new_tokens
+    assert args[8:10] == ["--max-new-tokens", 12] and args.count("--max-new-tokens") == 1
     assert p.base_eval_inputs("s") == ["runs/_base/tiny-arith/base_info.json"]
     # seeds replaced from the workflow config: the first of the new ones is evaluated
     outs = pipeline(studies_dir=str(studies), seeds=[7, 8]).study_outputs("s")
@@ -363,6 +365,10 @@ def test_one_benchmark_evaluated_twice_under_two_entry_names(tmp_path):
     assert "--benchmark arith --n 4 --samples 64 --temperature 1.0" in cmd and cmd.count("--benchmark") == 1
     (cmd,) = [line for line in out.splitlines() if "--out runs/s/_base_model/eval/arith_pass64.json" in line]
     assert "--benchmark arith --n 4 --samples 64" in cmd and cmd.count("--benchmark") == 1
+    # a benchmark's own max_new_tokens, not the runs' rollout.max_new_tokens
+    own = pipeline(studies_dir=str(_study(tmp_path, benchmarks={"arith": {"max_new_tokens": 20}}, benchmark_base=True)))
+    assert own.base_eval_args("s", "arith")[-4:] == ["--benchmark", "arith", "--max-new-tokens", 20]
+    assert own.base_eval_args("s", "arith").count("--max-new-tokens") == 1
 
 
 @pytest.mark.parametrize("benchmarks, message", [

@@ -23,7 +23,9 @@ STUDY = {
     "methods": ["grpo"],
     "overrides": {"algo.group_size": 2, "rollout.prompts_per_step": 2, "train.eval_size": 10,
                   "rollout.max_new_tokens": 10},
-    "benchmarks": {"arith": {"n": 10}},
+    # arith twice: greedy, and 4 samples per problem under another entry name (pass@k and maj@k)
+    "benchmarks": {"arith": {"n": 10}, "arith_pass4": {"benchmark": "arith", "n": 4, "samples": 4, "temperature": 1.0}},
+    "benchmark_base": True,
 }
 CONFIG = {
     "tracking": {"wandb": "disabled"},
@@ -67,13 +69,20 @@ def test_miniature_pipeline_end_to_end(tmp_path):
         budget = json.loads((wall_dir / "wall_budget.json").read_text())
         assert budget["matched_run"] == f"grpo-seed{seed}" and budget["steps"] >= 1
         assert json.loads((wall_dir / "summary.json").read_text())["steps"] == budget["steps"]
+    for d in ("grpo-seed1", "_base_model"):  # the second entry of arith, for the runs and the base model
+        sampled = json.loads((tmp_path / "runs" / "mini" / d / "eval" / "arith_pass4.json").read_text())
+        assert sampled["benchmark"] == "arith" and sampled["decoding"]["samples"] == 4 and sampled["n_tasks"] == 4
+        assert set(sampled["maj@k"]) == {"1", "2", "4"} and set(sampled["pass@k"]) == {"1", "2", "3", "4"}
+    assert (results / "mini" / "figures" / "passk_arith_pass4.png").exists()
+    assert "pass@k and maj@k: the base model against the final models" in (results / "mini" / "report.html").read_text()
     gains = (results / "mini" / "gains.md").read_text()
     assert "RL variants at equal samples" in gains and "- grpo:" in gains
     report = results / "mini" / "report.html"
     assert report.exists() and "data:image/png;base64," in report.read_text()
     assert (results / "index.html").exists() and "mini/report.html" in (results / "index.html").read_text()
     assert "RL against the base model and the supervised control" in report.read_text()
-    for name in ("final.csv", "final.md", "cost.csv", "cost.md", "gains.csv", "wall_curves.csv"):
+    for name in ("final.csv", "final.md", "cost.csv", "cost.md", "gains.csv", "wall_curves.csv", "passk.csv",
+                 "passk.md"):
         assert (results / "mini" / name).exists()
     assert (results / "logs" / "train_run" / "mini" / "grpo-seed1.log").exists()
     assert (results / "benchmarks" / "train_run" / "mini" / "grpo-seed1.tsv").exists()
