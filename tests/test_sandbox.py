@@ -403,6 +403,52 @@ def test_signalling_the_runner_is_never_an_infrastructure_error():
             assert res.outcome == "crashed", (sig, res)
 
 
+@pytest.mark.parametrize("inherited", ["ignored", "blocked"])
+def test_signals_the_host_ignores_or_blocks_still_reach_the_runner(inherited):
+    """A host started under nohup (SIGHUP ignored) or with signals blocked in its thread
+    passes both to the sandbox through fork and exec; the runner must not keep them, or a
+    program that signals it ends as "passed" (seen once in CI)."""
+    sigs = [signal.SIGHUP, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2]
+    codes = [f"import os, time\nos.kill(os.getppid(), {s})\ntime.sleep(0.3)\n" for s in sigs]
+    saved = {s: signal.getsignal(s) for s in sigs}
+    try:
+        if inherited == "ignored":
+            for s in sigs:
+                signal.signal(s, signal.SIG_IGN)
+            old_mask = None
+        else:
+            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+        results = run_programs(codes, SandboxLimits(timeout_s=1.5), workers=2)
+    finally:
+        if old_mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        for s, h in saved.items():
+            signal.signal(s, h)
+    assert [r.outcome for r in results] == ["crashed"] * len(sigs), results
+
+
+@any_mode
+def test_the_program_starts_with_python_s_usual_signal_handling(iso):
+    """KeyboardInterrupt on SIGINT; a closed pipe is BrokenPipeError, not death by SIGPIPE."""
+    code = """
+        import os, signal
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            import time; time.sleep(1)
+        except KeyboardInterrupt:
+            print("keyboard-interrupt")
+        r, w = os.pipe()
+        os.close(r)
+        try:
+            os.write(w, b"x")
+        except BrokenPipeError:
+            print("broken-pipe")
+    """
+    res = run(code, iso, timeout_s=5)
+    assert res.outcome == "passed", res
+    assert res.stdout.split() == ["keyboard-interrupt", "broken-pipe"], res
+
+
 @isolated
 def test_kill_everything_in_reach(iso):
     """kill(-1, SIGKILL) reaches only the sandbox's own pid namespace."""

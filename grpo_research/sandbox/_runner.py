@@ -278,6 +278,11 @@ def child_main(code_bytes, done_w, token, runner_pid):
         if os.getppid() != runner_pid:
             _exit(RUNNER_ERROR)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        # As at any Python program's start: KeyboardInterrupt on SIGINT, EPIPE and EFBIG
+        # as exceptions rather than deaths by SIGPIPE and SIGXFSZ.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         import builtins
         import resource
 
@@ -376,6 +381,18 @@ def child_main(code_bytes, done_w, token, runner_pid):
     _exit(1)
 
 
+def reset_signals():
+    """Every catchable signal to its default action, none blocked."""
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):  # reserved by the C library (e.g. 32, 33)
+            pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+
 def runner_main():
     prctl(PR_SET_DUMPABLE, 0)  # the child (same uid) must not read our memory or fds
     prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -384,14 +401,18 @@ def runner_main():
     token = os.urandom(16).hex()
     done_r, done_w = os.pipe()
     me = os.getpid()
+    # The program may signal us: any signal must act as it does by default (SIGINT, SIGHUP,
+    # SIGTERM, SIGUSR1 ... kill us -> "crashed"), never raise KeyboardInterrupt here (an
+    # infrastructure failure) nor be ignored or blocked because whoever started the host
+    # (nohup, a CI runner, a thread's mask) ignored or blocked it: dispositions set to
+    # SIG_IGN and the signal mask survive fork and exec.  Done before the fork: the
+    # program starts from defaults too, whatever the host inherited.
+    reset_signals()
     child = os.fork()
     if child == 0:
         os.close(done_r)
         child_main(code_bytes, done_w, token, me)
     os.close(done_w)
-    # The program may signal us: SIGINT must kill us (-> "crashed") rather than raise
-    # KeyboardInterrupt here, which would look like an infrastructure failure.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
     del code_bytes
     nonce = read_to_eof(PAYLOAD_FD).decode()  # read only now: never in the child's memory
     os.close(PAYLOAD_FD)
