@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 from safetensors.torch import load_file
@@ -56,6 +57,16 @@ def test_smoke_run_writes_files_and_changes_parameters(tiny_model_dir, tmp_path)
     after = load_file(run / "model/model.safetensors")
     changed = [k for k in before if not torch.equal(before[k], after[k])]
     assert len(changed) > len(before) // 2
+    # where the invocation's time went (benchmarks/time_breakdown.py reads it)
+    t = json.loads((run / "summary.json").read_text())["timings_this_invocation"]
+    assert set(t) == {"startup_s", "load_s", "tracking_s", "resume_s", "eval_s", "rollout_s", "update_s",
+                      "step_s", "samples_s", "checkpoint_s", "save_model_s", "wall_s"}, t
+    assert t["step_s"] == pytest.approx(sum(r["step_s"] for r in train_rows), abs=0.01)
+    assert t["rollout_s"] == pytest.approx(sum(r["rollout_s"] for r in train_rows), abs=0.01)
+    assert t["eval_s"] >= sum(r["eval_s"] for r in eval_rows) - 0.01
+    assert all(v >= 0 for v in t.values()) and t["checkpoint_s"] > 0 and t["load_s"] > 0
+    parts = sum(v for k, v in t.items() if k not in ("wall_s", "rollout_s", "update_s"))
+    assert parts <= t["wall_s"] + 0.01, t
 
 
 _strip = deterministic

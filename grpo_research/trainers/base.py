@@ -73,6 +73,10 @@ class Trainer:
     uses_reference = True  # loads the frozen reference when algo.beta > 0
 
     def __init__(self, cfg: RunConfig, run_dir: str | Path, model_path: str | Path):
+        # where this invocation's wall time goes (summary.json `timings_this_invocation`, read
+        # by benchmarks/time_breakdown.py): process start and imports up to here, then loading
+        self.timings: dict[str, float] = {"startup_s": _since_process_start()}
+        t_init = time.perf_counter()
         self.cfg = cfg
         self.run_dir = Path(run_dir)
         if cfg.train.threads:
@@ -119,6 +123,7 @@ class Trainer:
         self.tokens = 0
         self._stat_weights: dict[str, float] = {}
         self.setup(model_path)
+        self.timings["load_s"] = time.perf_counter() - t_init
 
     def _check_context(self) -> None:
         """The longest held-out prompt plus rollout.max_new_tokens must fit the model's context."""
@@ -444,24 +449,31 @@ class Trainer:
     def _train(self) -> dict[str, Any]:
         cfg, tc, dp = self.cfg, self.cfg.train, self.dp
         metrics_path = self.run_dir / "metrics.jsonl"
+        t_init_train = time.perf_counter()
         state = common.load_checkpoint(self.run_dir, warn=self._warn)
         if state is not None:
             self.load_state(state)
         if dp.main:  # exactly the rows the checkpoint covers
             common.restore_metrics(metrics_path, state, warn=self._warn)
-        tracker = Tracker(self.run_dir, cfg.to_dict(), mode=cfg.tracking.wandb, project=cfg.tracking.project,
-                          group=cfg.tracking.group, name=self.run_dir.name, tags=cfg.tracking.tags,
-                          job_type=cfg.method) if dp.main else NullTracker()
         t_start = time.perf_counter()
+        timed = self._timed
+        tracker = timed("tracking_s", lambda: Tracker(
+            self.run_dir, cfg.to_dict(), mode=cfg.tracking.wandb, project=cfg.tracking.project,
+            group=cfg.tracking.group, name=self.run_dir.name, tags=cfg.tracking.tags,
+            job_type=cfg.method) if dp.main else NullTracker())
+        self.timings["resume_s"] = t_start - t_init_train  # reading the checkpoint and cutting metrics back
         stop = common.StopFlag()
         try:
             if self.step == 0:
-                tracker.log(self.evaluate())
+                tracker.log(timed("eval_s", self.evaluate))
             bar = tqdm(total=tc.steps, initial=self.step, desc=f"{cfg.method} {self.run_dir.name}",
                        disable=not (cfg.tracking.progress and dp.main), dynamic_ncols=True)
             say = bar.write if dp.main else (lambda msg: None)
             while self.step < tc.steps:
                 row = self.train_step()
+                for key in ("rollout_s", "update_s"):
+                    self.timings[key] = self.timings.get(key, 0.0) + row.get(key, 0.0)
+                self.timings["step_s"] = self.timings.get("step_s", 0.0) + row["step_s"]
                 tracker.log(row)
                 bar.update(1)
                 bar.set_postfix(reward=f"{row.get('reward_mean', float('nan')):.3f}", kl=f"{row.get('kl', 0.0):.4f}",
@@ -471,14 +483,14 @@ class Trainer:
                 if self.step % tc.samples_every == 0:
                     parts = dp.gather_objects(self.sample_rows())  # rank 0: every process's rows
                     if dp.main:
-                        tracker.log_table(self.step, [r for part in parts for r in part])
+                        timed("samples_s", lambda: tracker.log_table(self.step, [r for part in parts for r in part]))
                 if self.step % tc.eval_every == 0 or self.step == tc.steps:
-                    ev = self.evaluate()
+                    ev = timed("eval_s", self.evaluate)
                     tracker.log(ev)
                     say(f"step {self.step}: held-out accuracy {ev['eval/accuracy']:.3f}")
                 stopping = dp.any(stop.raised)  # SIGTERM reached some process: all stop after this step
                 if dp.main and (self.step % tc.checkpoint_every == 0 or self.step == tc.steps or stopping):
-                    common.save_checkpoint(self.run_dir, self.state())
+                    timed("checkpoint_s", lambda: common.save_checkpoint(self.run_dir, self.state()))
                 if stopping and self.step < tc.steps:
                     say(f"SIGTERM: checkpoint written at step {self.step}; rerun the same command to resume")
                     dp.barrier()  # the checkpoint is on disk before any process exits
@@ -486,10 +498,10 @@ class Trainer:
             bar.close()
         finally:
             stop.restore()
-            tracker.close()
+            timed("tracking_s", tracker.close)
         if not dp.main:
             return {}
-        common.save_model_atomic(self.policy, self.tokenizer, self.run_dir / "model")
+        timed("save_model_s", lambda: common.save_model_atomic(self.policy, self.tokenizer, self.run_dir / "model"))
         acc = [r for r in read_metrics(metrics_path) if "eval/accuracy" in r]
         summary = {
             "method": cfg.method, "seed": cfg.seed, "steps": self.step, "samples": self.samples,
@@ -505,8 +517,26 @@ class Trainer:
             summary["random_reward_p"] = self.random_reward_p
         if getattr(self, "step_memory_estimate", None):  # the up-front estimate (cost.estimate_step_bytes)
             summary["step_memory_estimate_mb"] = round(self.step_memory_estimate["total"] / 2**20)
+        self.timings["wall_s"] = _since_process_start()
+        summary["timings_this_invocation"] = {k: round(v, 3) for k, v in self.timings.items()}
         write_text_atomic(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         return summary
+
+    def _timed(self, key: str, fn):
+        """fn(), its wall time added to self.timings[key]."""
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
+
+
+def _since_process_start() -> float:
+    """Seconds since this process was created (the kernel's start time: interpreter start and
+    imports included)."""
+    import psutil
+
+    return time.time() - psutil.Process().create_time()
 
 
 def lengths_by_outcome(lengths: list[float], correct: list[float | None] | None) -> dict[str, float]:
