@@ -41,11 +41,12 @@ def checkout(rev: str, tmp: Path) -> Path:
     return dest
 
 
-def train(src: Path, method: str, run_dir: Path, model: Path, steps: int, seed: int) -> list[dict]:
+def train(src: Path, method: str, run_dir: Path, model: Path, steps: int, seed: int,
+          extra: list[str] = ()) -> list[dict]:
     env = worker_env(1)
     env["PYTHONPATH"] = str(src)
     overrides = [f"method={method}", f"seed={seed}", f"model.name_or_path={model}",
-                 *[o.format(steps=steps) for o in FAST]]
+                 *[o.format(steps=steps) for o in FAST], *extra]
     cmd = [sys.executable, "-m", "grpo_research.cli", "train", "--run-dir", str(run_dir), *overrides]
     proc = subprocess.run(cmd, cwd=src, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -77,6 +78,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", help="starting checkpoint (default: the cached offline base model)")
+    ap.add_argument("--after-args", default="", help="config overrides for the after side only, space-separated "
+                    "(e.g. a new option set to keep the old code path: 'train.shared_prefix=false')")
     args = ap.parse_args()
     model = Path(args.model) if args.model else default_model_dir()
     tmp = Path(tempfile.mkdtemp(prefix="refactor-identity-"))
@@ -84,7 +87,8 @@ def main() -> int:
     try:
         srcs = {side: checkout(rev, tmp) for side, rev in (("before", args.before), ("after", args.after))}
         for method in args.methods.split(","):
-            logs = {side: train(src, method, tmp / side / method, model, args.steps, args.seed)
+            logs = {side: train(src, method, tmp / side / method, model, args.steps, args.seed,
+                                args.after_args.split() if side == "after" else [])
                     for side, src in srcs.items()}
             diffs = compare(logs["before"], logs["after"])
             n_rows = len(logs["before"])
@@ -103,7 +107,8 @@ def main() -> int:
                                 str(tmp / f"src-{rev.replace('/', '_')}")], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{len(args.methods.split(',')) - failed} of {len(args.methods.split(','))} methods identical "
-          f"({args.steps} steps, seed {args.seed}; before {args.before}, after {args.after})")
+          f"({args.steps} steps, seed {args.seed}; before {args.before}, after {args.after}"
+          f"{' with ' + args.after_args if args.after_args else ''})")
     return 1 if failed else 0
 
 

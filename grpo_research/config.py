@@ -296,6 +296,13 @@ class PPOConfig:
         "ppo: KL estimator of the per-token reward penalty -beta x KL (k1 = log pi/pi_ref: InstructGPT, DeepSeekMath eq. 2).",
         registered("KL_ESTIMATORS"),
     )
+    reuse_first_forward: bool = doc_field(
+        True,
+        "ppo: when one minibatch holds the whole batch and no micro-batches split it, the first epoch's forward "
+        "(with gradient) also gives the rollout-policy log-probs and the old values, instead of a separate pass "
+        "without gradient before it (the same parameters, so the same numbers; saves a policy and a critic "
+        "forward per step).",
+    )
 
 
 @dataclass

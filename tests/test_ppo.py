@@ -279,3 +279,55 @@ def test_cost_bad_input_is_one_line_and_exit_2(argv, needle, capsys):
     assert cost_main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and err.startswith("error: ") and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------- the fast paths keep the update
+def _one_ppo_step(model_dir, tmp_path, name, *extra):
+    from grpo_research.config import load_config
+    from grpo_research.trainers import build_trainer
+
+    args = [a for a in FAST if not a.startswith("ppo.minibatch_size")]
+    cfg = load_config(None, [*args, f"model.name_or_path={model_dir}", "train.steps=1", "ppo.minibatch_size=8",
+                             "ppo.ent_coef=0.01", *extra])
+    trainer = build_trainer(cfg, tmp_path / name, model_dir)
+    trainer.start = [{k: v.clone() for k, v in m.state_dict().items()} for m in (trainer.policy, trainer.critic)]
+    calls = []
+    hook = trainer.policy.register_forward_pre_hook(
+        lambda mod, args, kw: calls.append(tuple(kw["input_ids"].shape)) if mod.training else None, with_kwargs=True)
+    try:
+        row = trainer.train_step()
+    finally:
+        hook.remove()
+    return row, trainer, calls
+
+
+@pytest.mark.parametrize("shared_trunk, fast_args", [
+    (False, []), (True, []),
+    (False, ["train.shared_prefix=false"]),  # reuse alone: minibatch rows in shuffled order, not rollout order
+])
+def test_shared_prefix_and_reused_first_forward_keep_ppo_s_update(tiny_model_dir, tmp_path, shared_trunk, fast_args):
+    """One PPO step (2 epochs x one minibatch of all 8 completions, groups of 4 with one prompt
+    each): computing each prompt once and taking the old log-probs and values from the first
+    epoch's forward give the update of the plain passes, up to float rounding; and they do
+    run fewer, smaller policy forwards."""
+    trunk = [f"critic.shared_trunk={str(shared_trunk).lower()}"]
+    plain = _one_ppo_step(tiny_model_dir, tmp_path, "plain", *trunk, "train.shared_prefix=false",
+                          "ppo.reuse_first_forward=false")
+    fast = _one_ppo_step(tiny_model_dir, tmp_path, "fast", *trunk, *fast_args)
+    (row_a, tr_a, calls_a), (row_b, tr_b, calls_b) = plain, fast
+    for key in ("loss", "pg_loss", "value_loss", "kl", "entropy", "value_mean", "return_mean", "clip_frac"):
+        assert row_b[key] == pytest.approx(row_a[key], rel=1e-4, abs=1e-6), key
+    # AdamW moves each coordinate by about lr whatever its gradient's size, so float rounding in a
+    # near-zero gradient can move single coordinates visibly: compare the whole update instead
+    for i, (model_a, model_b) in enumerate(((tr_a.policy, tr_b.policy), (tr_a.critic, tr_b.critic))):
+        sa, sb, start = model_a.state_dict(), model_b.state_dict(), tr_a.start[i]
+        da = torch.cat([(sa[k] - start[k]).flatten() for k in sa])
+        db = torch.cat([(sb[k] - start[k]).flatten() for k in sa])
+        assert da.norm() > 0.01  # the step did move it: not a comparison of two no-ops
+        assert (db - da).norm() / da.norm() < 1e-3, ((db - da).norm() / da.norm()).item()
+    if not shared_trunk and not fast_args:  # the policy's own forwards (with a shared trunk its base model runs instead)
+        # plain: old log-probs, then one full forward per epoch; fast: per epoch a prompt forward
+        # on 2 rows (one per group) and a completion forward on 8, old log-probs from epoch 1's
+        assert [c[0] for c in calls_a] == [8, 8, 8], calls_a
+        assert [c[0] for c in calls_b] == [2, 8, 2, 8], calls_b
+    assert row_b["cost/model_flops_per_s"] * row_b["update_s"] < row_a["cost/model_flops_per_s"] * row_a["update_s"]

@@ -178,6 +178,61 @@ def test_shared_prefix_logprobs_equal_one_forward_with_gradients(model_and_tok, 
     torch.testing.assert_close(lp[mb], one[0][mb], atol=2e-5, rtol=1e-5)
 
 
+def test_shared_prefix_logprobs_of_partial_groups_equal_one_forward_with_gradients(model_and_tok, rollout_batch):
+    """A micro-batch or a sorted PPO minibatch cuts groups: runs of 3, 2, 1 and 4 rows."""
+    model, _ = model_and_tok
+    b = rollout_batch
+    rows = torch.tensor([0, 1, 2, 5, 6, 9, 12, 13, 14, 15])
+    ids, am = b.input_ids[rows], b.attention_mask[rows]
+    T, m = b.completion_mask.shape[1], b.completion_mask[rows].float()
+    one = _grads(model, lambda: token_logprobs(model, ids, am, T, 0.9, True), m)
+    shared = _grads(model, lambda: token_logprobs_shared_prefix(model, ids, am, T, 0.9, True, group_size=4), m)
+    mb = m.bool()
+    torch.testing.assert_close(shared[0][mb], one[0][mb], atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(shared[1][mb], one[1][mb], atol=2e-5, rtol=1e-5)
+    for gs, go in zip(shared[2], one[2]):
+        torch.testing.assert_close(gs, go, atol=1e-6, rtol=1e-4)
+    with torch.no_grad():  # and it did share: the prompt forward saw one row per run
+        calls = []
+        hook = model.register_forward_pre_hook(lambda mod, args, kw: calls.append(kw["input_ids"].shape),
+                                               with_kwargs=True)
+        try:
+            token_logprobs_shared_prefix(model, ids, am, T, group_size=4)
+        finally:
+            hook.remove()
+    assert calls[0][0] == 4 and calls[1][0] == len(rows), calls
+
+
+def test_shared_prefix_hidden_states_of_a_bare_trunk_equal_one_forward(tiny_model_dir, rollout_batch):
+    """PPO's critic (a bare AutoModel trunk): last hidden states before each completion token."""
+    from transformers import AutoModel
+
+    from grpo_research.trainers.common import shared_prefix_outputs
+
+    trunk = AutoModel.from_pretrained(tiny_model_dir)
+    b = rollout_batch
+    T = b.completion_mask.shape[1]
+    w = torch.randn(trunk.config.hidden_size)
+
+    def grads(fn):
+        trunk.zero_grad(set_to_none=True)
+        h = fn()  # (N, T, H)
+        ((h @ w) * b.completion_mask).sum().backward()
+        return h.detach(), [p.grad.clone() for p in trunk.parameters()]
+
+    def plain():
+        pos = (b.attention_mask.cumsum(1) - 1).clamp(min=0)
+        out = trunk(input_ids=b.input_ids, attention_mask=b.attention_mask, position_ids=pos, use_cache=False)
+        return out.last_hidden_state[:, -(T + 1) : -1]
+
+    h1, g1 = grads(plain)
+    h2, g2 = grads(lambda: shared_prefix_outputs(trunk, b.input_ids, b.attention_mask, T, group_size=4, hidden=True))
+    m = b.completion_mask.bool()
+    torch.testing.assert_close(h2[m], h1[m], atol=2e-5, rtol=1e-5)
+    for a, c in zip(g2, g1):  # float rounding of sums of many terms: relative to the gradient's size
+        torch.testing.assert_close(a, c, atol=1e-5 * max(1.0, c.abs().max().item()), rtol=1e-4)
+
+
 def test_shared_prefix_falls_back_when_rows_are_not_grouped(model_and_tok, rollout_batch):
     model, _ = model_and_tok
     b = rollout_batch

@@ -77,34 +77,99 @@ def token_logprobs_shared_prefix(
     fewer tokens through the model, forward and backward).
     `functools.partial(token_logprobs_shared_prefix, group_size=G)` is a drop-in for `token_logprobs`.
 
-    Falls back to `token_logprobs` when the rows do not come in such groups or the model's
-    forward takes no cache."""
+    Rows that do not come in such groups (a micro-batch cutting a group, PPO's sorted
+    minibatches) share each run of consecutive rows with one prompt instead. Falls back to
+    `token_logprobs` when no two neighbouring rows share a prompt or the model's forward takes
+    no cache."""
+    T = n_completion
+    logits = shared_prefix_outputs(model, input_ids, attention_mask, T, group_size=group_size)
+    if logits is None:
+        return token_logprobs(model, input_ids, attention_mask, T, temperature, with_entropy)
+    return logprobs_from_logits(logits, input_ids[:, -T:], temperature, with_entropy)
+
+
+def shared_prefix_outputs(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int, *, group_size: int = 0,
+    hidden: bool = False,
+) -> torch.Tensor | None:
+    """The outputs (N, T, D) at the positions that predict the last T = `n_completion` tokens
+    of each row, computing each prompt (the first L - T columns) once per run of consecutive
+    rows that share it: logits of a causal LM, or with `hidden` the last hidden states of a bare
+    trunk (`AutoModel`, PPO's critic). None when nothing is shared or the model takes no cache
+    (the caller runs its plain forward).
+
+    Rows in whole groups of `group_size` repeat each prompt's cache G times (GRPO's layout);
+    otherwise each row takes its run's cache by index (gradients summed over the run alike)."""
     from grpo_research.rollout import cache_kwarg, lean_supported
 
     N, L = input_ids.shape
-    T, G = n_completion, group_size
+    T = n_completion
     P = L - T
-    if G <= 1 or N % G or P < 1 or T < 1 or not lean_supported(model):
-        return token_logprobs(model, input_ids, attention_mask, T, temperature, with_entropy)
-    B = N // G
-    p_ids = input_ids[:, :P].reshape(B, G, P)  # (B, G, P)
-    p_mask = attention_mask[:, :P].reshape(B, G, P)  # (B, G, P)
-    if not (bool((p_ids == p_ids[:, :1]).all()) and bool((p_mask == p_mask[:, :1]).all())):
-        return token_logprobs(model, input_ids, attention_mask, T, temperature, with_entropy)
+    if P < 1 or T < 1 or N < 2:
+        return None
+    if hidden:
+        if getattr(model.config, "is_encoder_decoder", False) or "position_ids" not in _params(model) \
+                or not ({"cache", "past_key_values"} & _params(model)):
+            return None
+    elif not lean_supported(model):
+        return None
+    G = group_size
+    uniform = False
+    if G > 1 and N % G == 0:
+        B = N // G
+        p_ids = input_ids[:, :P].reshape(B, G, P)  # (B, G, P)
+        p_mask = attention_mask[:, :P].reshape(B, G, P)  # (B, G, P)
+        uniform = bool((p_ids == p_ids[:, :1]).all()) and bool((p_mask == p_mask[:, :1]).all())
+    if uniform:
+        first = torch.arange(0, N, G, device=input_ids.device)  # (B,)
+        run_of_row = None
+    else:
+        same = (input_ids[1:, :P] == input_ids[:-1, :P]).all(1) & (attention_mask[1:, :P] == attention_mask[:-1, :P]).all(1)
+        starts = torch.cat([torch.ones(1, dtype=torch.bool, device=input_ids.device), ~same])  # (N,)
+        first = starts.nonzero().squeeze(1)  # (B,) first row of each run
+        if len(first) == N:
+            return None  # no two neighbouring rows share a prompt
+        run_of_row = starts.cumsum(0) - 1  # (N,) the run each row belongs to
     from transformers import DynamicCache
 
     position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)  # (N, L)
     cache = DynamicCache(config=model.config)
     ckw = {cache_kwarg(model): cache, "use_cache": True}
-    head = model(input_ids=p_ids[:, 0], attention_mask=p_mask[:, 0], position_ids=position_ids[::G, :P],
-                 logits_to_keep=1, **ckw).logits  # (B, 1, V): predicts the first completion token
-    cache.batch_repeat_interleave(G)  # (N, ...) per layer
-    logits = head.repeat_interleave(G, dim=0)  # (N, 1, V)
+    prompt = dict(input_ids=input_ids[first, :P], attention_mask=attention_mask[first, :P],
+                  position_ids=position_ids[first, :P])
+    if hidden:
+        head = model(**prompt, **ckw).last_hidden_state[:, -1:]  # (B, 1, H): state before the first completion token
+    else:
+        head = model(**prompt, logits_to_keep=1, **ckw).logits  # (B, 1, V): predicts the first completion token
+    if run_of_row is None:
+        cache.batch_repeat_interleave(G)  # (N, ...) per layer
+        out = head.repeat_interleave(G, dim=0)  # (N, 1, D)
+    else:
+        cache.batch_select_indices(run_of_row)  # (N, ...) per layer
+        out = head[run_of_row]  # (N, 1, D)
     if T > 1:  # completion tokens 1..T-1 predict tokens 2..T
-        tail = model(input_ids=input_ids[:, P : L - 1], attention_mask=attention_mask[:, : L - 1],
-                     position_ids=position_ids[:, P : L - 1], **ckw).logits  # (N, T - 1, V)
-        logits = torch.cat([logits, tail], dim=1)  # (N, T, V)
-    return logprobs_from_logits(logits, input_ids[:, P:], temperature, with_entropy)
+        res = model(input_ids=input_ids[:, P : L - 1], attention_mask=attention_mask[:, : L - 1],
+                    position_ids=position_ids[:, P : L - 1], **ckw)
+        tail = res.last_hidden_state if hidden else res.logits  # (N, T - 1, D)
+        out = torch.cat([out, tail], dim=1)  # (N, T, D)
+    return out
+
+
+def forward_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int, shared: bool) -> int:
+    """Tokens a log-prob forward over these rows computes: every row's, or with `shared` (as
+    `shared_prefix_outputs` runs it) each run of rows sharing a prompt's prompt tokens once."""
+    if not shared or len(input_ids) < 2:
+        return int(attention_mask.sum())
+    P = input_ids.shape[1] - n_completion
+    same = (input_ids[1:, :P] == input_ids[:-1, :P]).all(1) & (attention_mask[1:, :P] == attention_mask[:-1, :P]).all(1)
+    starts = torch.cat([torch.ones(1, dtype=torch.bool, device=input_ids.device), ~same])  # (N,)
+    return int(attention_mask[:, P:].sum()) + int(attention_mask[starts, :P].sum())
+
+
+def _params(model) -> set[str]:
+    import inspect
+
+    return set(inspect.signature(model.forward).parameters)
 
 
 @torch.no_grad()

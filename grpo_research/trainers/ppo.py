@@ -14,7 +14,12 @@ grpo_research/trainers/base.py, so samples per step are equal across methods):
 `build_reward`; the shared metrics row (`rl_row`), evaluation, loop and checkpoints are
 reused too, as are the GRPO options that are not about the advantage
 (`algo.overlong_filter`, `algo.ref_reset_every`, `algo.dynamic_sampling`). Then, once per rollout batch and without gradient: log-probs of the rollout
-policy, values of the critic, log-probs of the reference. Per-token rewards are
+policy, values of the critic, log-probs of the reference (with `ppo.reuse_first_forward`, when
+one minibatch holds the batch in one micro-batch, the first epoch's forward with gradient gives
+the first two: the same parameters, so the same numbers). With `train.shared_prefix` every
+forward of policy, critic and reference computes each group's prompt once, and each
+minibatch's rows are taken in rollout order so that a group's rows sit together (the same
+update up to float rounding). Per-token rewards are
 -beta x KL_t (estimator `ppo.reward_kl_estimator`, k1 by default) plus the score on the last
 completion token; GAE(gamma, lambda) gives advantages and returns; advantages are whitened
 over the batch's valid tokens. Then `ppo.epochs` passes over shuffled minibatches of
@@ -64,6 +69,7 @@ Departures from the papers:
 """
 from __future__ import annotations
 
+import functools
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -118,14 +124,24 @@ class ValueModel(torch.nn.Module):
         self.trunk = trunk
         self.head = ValueHead(trunk.config.hidden_size, dtype)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int) -> torch.Tensor:
-        """Values (N, T): V of the state before each of the last `n_completion` tokens."""
-        hidden = _trunk_hidden(self.trunk, input_ids, attention_mask, n_completion)  # (N, T, H)
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int,
+                group_size: int | None = None) -> torch.Tensor:
+        """Values (N, T): V of the state before each of the last `n_completion` tokens (each
+        shared prompt computed once when `group_size` is given, see `_trunk_hidden`)."""
+        hidden = _trunk_hidden(self.trunk, input_ids, attention_mask, n_completion, group_size)  # (N, T, H)
         return self.head(hidden)  # (N, T)
 
 
-def _trunk_hidden(trunk, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int) -> torch.Tensor:
-    """Last hidden states (N, T, H) at the positions that predict the last `n_completion` tokens."""
+def _trunk_hidden(trunk, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int,
+                  group_size: int | None = None) -> torch.Tensor:
+    """Last hidden states (N, T, H) at the positions that predict the last `n_completion` tokens.
+    With `group_size`, runs of rows sharing a prompt compute it once
+    (`common.shared_prefix_outputs`; equal up to float rounding), else one plain forward."""
+    if group_size is not None:
+        hidden = common.shared_prefix_outputs(trunk, input_ids, attention_mask, n_completion,
+                                              group_size=group_size, hidden=True)
+        if hidden is not None:
+            return hidden
     position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)  # (N, L)
     out = trunk(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
     return out.last_hidden_state[:, -(n_completion + 1) : -1]  # (N, T, H)
@@ -160,6 +176,13 @@ class PPOTrainer(Trainer):
         if cfg.train.gradient_checkpointing and not self.shared:
             common.enable_activation_checkpointing(self.critic.trunk)
         self.critic.to(next(self.policy.parameters()).device).train()
+        # every forward (rollout-policy, critic, reference, minibatch updates) computes each shared
+        # prompt once, as GRPO's do; minibatch rows are then taken in rollout order so that a
+        # group's rows sit together (the same update up to float rounding); not with gradient
+        # checkpointing, under which transformers drops the KV cache this needs
+        t = cfg.train
+        self.shared_prefix = t.shared_prefix and not t.gradient_checkpointing
+        self.prefix_group = cfg.algo.group_size if self.shared_prefix else None
         self.critic_opt = common.make_optimizer(self.critic.parameters(), c.lr, o.weight_decay, (o.beta1, o.beta2))
         self.critic_sched = common.make_scheduler(self.critic_opt, 0, cfg.train.steps * self._updates_per_step(),
                                                   o.schedule, o.min_lr_ratio)
@@ -171,14 +194,19 @@ class PPOTrainer(Trainer):
                  entropy: bool, entropy_grad: bool = False):
         """(logp (N, T), entropy (N, T) or None, values (N, T) or None) in one pass per model."""
         temp = self.cfg.rollout.temperature
+        G = self.prefix_group
         if self.shared:
-            hidden = _trunk_hidden(self.policy.base_model, input_ids, attention_mask, T)  # (N, T, H)
+            hidden = _trunk_hidden(self.policy.base_model, input_ids, attention_mask, T, G)  # (N, T, H)
             logits = self.policy.get_output_embeddings()(hidden).float() / temp  # (N, T, V)
         else:
-            position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)  # (N, L)
-            out = self.policy(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                              logits_to_keep=T + 1, use_cache=False)
-            logits = out.logits[:, :-1].float() / temp  # (N, T, V)
+            logits = None
+            if G is not None:
+                logits = common.shared_prefix_outputs(self.policy, input_ids, attention_mask, T, group_size=G)
+            if logits is None:
+                position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)  # (N, L)
+                logits = self.policy(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                                     logits_to_keep=T + 1, use_cache=False).logits[:, :-1]
+            logits = logits.float() / temp  # (N, T, V)
         logp_all = torch.log_softmax(logits, dim=-1)  # (N, T, V)
         targets = input_ids[:, -T:]  # (N, T)
         logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (N, T)
@@ -191,16 +219,17 @@ class PPOTrainer(Trainer):
             if self.shared:
                 vals = self.critic(hidden)  # (N, T)
             else:
-                vals = self.critic(input_ids, attention_mask, T)  # (N, T)
+                vals = self.critic(input_ids, attention_mask, T, G)  # (N, T)
         return logp, ent, vals
 
     def _values_only(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, T: int) -> torch.Tensor:
         """Critic values (N, T) with gradient to the critic only (critic warm-up)."""
+        G = self.prefix_group
         if self.shared:
             with torch.no_grad():
-                hidden = _trunk_hidden(self.policy.base_model, input_ids, attention_mask, T)  # (N, T, H)
+                hidden = _trunk_hidden(self.policy.base_model, input_ids, attention_mask, T, G)  # (N, T, H)
             return self.critic(hidden)  # (N, T)
-        return self.critic(input_ids, attention_mask, T)  # (N, T)
+        return self.critic(input_ids, attention_mask, T, G)  # (N, T)
 
     # ------------------------------------------------------------ one training step
     def train_step(self) -> dict[str, Any]:
@@ -221,18 +250,29 @@ class PPOTrainer(Trainer):
         mask = loss_mask(batch.completion_mask, keep, finished, a.overlong_filter)  # (N, T)
         T = mask.shape[1]
         eps_high = a.clip_eps_high if a.clip_eps_high is not None else a.clip_eps
-        seq_tokens = batch.attention_mask.sum(dim=1)  # (N,) prompt + completion tokens per row
         agg = lambda x, m: aggregate_loss(x, m, a.loss_agg, max_len=cfg.rollout.max_new_tokens)  # noqa: E731
 
+        critic_only = self.step < cfg.critic.warmup_steps
+        mb = min(p.minibatch_size, N)
         # Once per rollout batch: rollout-policy log-probs, critic values, reference log-probs.
+        # When the first epoch's one minibatch is the whole batch in one micro-batch, its forward
+        # (with gradient, same parameters) gives them: `first` is reused in the loop below.
+        first = None
+        if p.reuse_first_forward and not critic_only and mb == N and len(self.micro_batches(N)) == 1:
+            first = self._forward(batch.input_ids, batch.attention_mask, T, values=True, entropy=True,
+                                  entropy_grad=p.ent_coef > 0)  # (N, T) each, with gradient
+            old_logp, entropy, old_values = (x.detach() for x in first)
         with torch.no_grad():  # in micro-batches of train.micro_batch_size rows
-            parts = [self._forward(batch.input_ids[s], batch.attention_mask[s], T, values=True, entropy=True)
-                     for s in self.micro_batches(N)]
-            old_logp, entropy, old_values = (torch.cat(x) for x in zip(*parts))  # (N, T) each
+            if first is None:
+                parts = [self._forward(batch.input_ids[s], batch.attention_mask[s], T, values=True, entropy=True)
+                         for s in self.micro_batches(N)]
+                old_logp, entropy, old_values = (torch.cat(x) for x in zip(*parts))  # (N, T) each
             ref_logp = None
             if self.ref is not None:
-                ref_logp = torch.cat([common.token_logprobs(self.ref, batch.input_ids[s], batch.attention_mask[s], T,
-                                                            cfg.rollout.temperature)[0]
+                ref_fn = (functools.partial(common.token_logprobs_shared_prefix, group_size=a.group_size)
+                          if self.shared_prefix else common.token_logprobs)
+                ref_logp = torch.cat([ref_fn(self.ref, batch.input_ids[s], batch.attention_mask[s], T,
+                                             cfg.rollout.temperature)[0]
                                       for s in self.micro_batches(N)])  # (N, T)
             reward_beta = 0.0 if p.kl_in_loss else a.beta
             token_rewards = kl_penalized_rewards(scores, old_logp, ref_logp, mask, reward_beta,
@@ -243,19 +283,19 @@ class PPOTrainer(Trainer):
             kl_metric = kl_estimate(old_logp, ref_logp, a.kl_estimator) if ref_logp is not None else None  # (N, T)
             kl_penalty = -(token_rewards.sum(dim=1) - scores * (mask.sum(dim=1) > 0))  # (N,) beta x sum of KL
 
-        critic_only = self.step < cfg.critic.warmup_steps
         max_norm = cfg.optim.max_grad_norm if cfg.optim.max_grad_norm > 0 else float("inf")
         gen = torch.Generator().manual_seed(common.step_seed(cfg.seed, self.step, stream=1))
-        mb = min(p.minibatch_size, N)
         acc: dict[str, list[float]] = defaultdict(list)
         lr = 0.0 if critic_only else self.sched.get_last_lr()[0]
         critic_lr = self.critic_sched.get_last_lr()[0]
         trained_tokens = 0
         nonfinite = False
-        for _epoch in range(p.epochs):
+        for epoch in range(p.epochs):
             perm = torch.randperm(N, generator=gen)  # (N,)
             for start in range(0, N, mb):
                 idx = perm[start : start + mb]  # (n,)
+                if self.shared_prefix:  # a group's rows together, so its prompt is computed once
+                    idx = idx.sort().values
                 m = mask[idx]  # (n, T)
                 if m.sum() == 0:
                     continue
@@ -271,6 +311,9 @@ class PPOTrainer(Trainer):
                     logp = None
                     if critic_only:
                         values = self._values_only(ids, am, T)  # (k, T)
+                    elif first is not None and epoch == 0:  # the forward done before GAE, rows as idx orders them
+                        logp, ent, values = (x[j] if x is not None else None for x in first)  # (k, T) each
+                        ent = ent if p.ent_coef > 0 else None
                     else:
                         logp, ent, values = self._forward(ids, am, T, values=True, entropy=p.ent_coef > 0,
                                                           entropy_grad=True)  # (k, T) each
@@ -299,7 +342,8 @@ class PPOTrainer(Trainer):
                     self.critic_opt.zero_grad(set_to_none=True)
                     nonfinite = True
                     continue
-                trained_tokens += int(seq_tokens[idx].sum())
+                trained_tokens += sum(common.forward_tokens(batch.input_ids[idx[s]], batch.attention_mask[idx[s]], T,
+                                                            self.shared_prefix) for s in self.micro_batches(n))
                 values = torch.cat(vals)  # (n, T)
                 if logps:
                     logp = torch.cat(logps)  # (n, T)
@@ -323,9 +367,12 @@ class PPOTrainer(Trainer):
         t_end = time.perf_counter()
 
         # FLOPs besides generation (counted by rl_row): the once-per-batch forwards and the updates.
-        total_seq = int(seq_tokens.sum())
-        flops = forward_flops(self.n_params, total_seq) * (1 + (self.ref is not None))  # old log-probs, reference
-        flops += forward_flops(self.n_critic_params, total_seq)  # old values (the head alone when shared)
+        total_seq = sum(common.forward_tokens(batch.input_ids[s], batch.attention_mask[s], T, self.shared_prefix)
+                        for s in self.micro_batches(N))  # tokens of one pass over the batch
+        # old log-probs and values (unless the first update's forward gave them), reference
+        flops = forward_flops(self.n_params, total_seq) * ((first is None) + (self.ref is not None))
+        if first is None:
+            flops += forward_flops(self.n_critic_params, total_seq)  # old values (the head alone when shared)
         flops += train_flops(self.n_critic_params, trained_tokens)
         if not critic_only:
             flops += train_flops(self.n_params, trained_tokens)
