@@ -14,6 +14,7 @@ config key:
 
     python benchmarks/ab.py --variant base: --variant bf16:model.dtype=bfloat16 --repeats 5
     python benchmarks/ab.py --variant before:"+hf_generate +one_forward" --variant after: --threads 1
+    python benchmarks/ab.py --variant ppo_plain:"method=ppo train.shared_prefix=false ppo.reuse_first_forward=false" --variant ppo:method=ppo --variant grpo:
 
 Prints each run, then per variant the median samples/s and its ratio to the first variant
 (ratio of medians, and the median of per-round ratios).

@@ -65,7 +65,7 @@ def run_ours(model_dir: str, steps: int, threads: int, seed: int, extra: list[st
              shared_prefix: bool | None = None, side: str = "ours") -> dict:
     """Our trainer; `shared_prefix` None: its default log-prob forwards, True/False: forced."""
     from grpo_research.config import load_config
-    from grpo_research.trainers.grpo import GRPOTrainer
+    from grpo_research.trainers import build_trainer
 
     if shared_prefix is not None:
         extra = [*extra, *force_shared_prefix(shared_prefix, G)]
@@ -80,7 +80,7 @@ def run_ours(model_dir: str, steps: int, threads: int, seed: int, extra: list[st
     ]
     cfg = load_config(None, overrides)
     run_dir = tempfile.mkdtemp(prefix="bench-ours-")
-    trainer = GRPOTrainer(cfg, run_dir, model_dir)
+    trainer = build_trainer(cfg, run_dir, model_dir)  # GRPO unless `extra` sets another method (benchmarks/ab.py)
     set_threads(threads)
     trainer.train_step()  # warm-up
     s0, t0 = trainer.samples, time.perf_counter()
