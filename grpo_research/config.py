@@ -240,7 +240,11 @@ class TrainConfig:
     gradient_checkpointing: bool = doc_field(
         False, "Recompute activations in the backward pass instead of keeping them (less memory, about a third more "
         "compute); turns train.shared_prefix off, since transformers drops the KV cache it needs.")
-    threads: int = doc_field(0, "torch CPU threads (0: leave torch's default).", ge(0))
+    threads: int | str = doc_field(
+        "auto", "torch CPU threads: auto (the cores this process may use that are idle now, at least 1: "
+        "trainers.common.free_cores; benchmarks/RESULTS.md has the measurement behind it), N, or 0 (torch's "
+        "own default, every core). The pipeline sets it per job.", lambda v: None if v == "auto" or (
+            isinstance(v, int) and v >= 0) else "must be auto or an integer >= 0")
     shared_prefix: bool = doc_field(
         True, "Log-prob forwards compute each group's shared prompt once (benchmarks/RESULTS.md: about 1.5x TRL vs 1.1-1.2x)."
     )

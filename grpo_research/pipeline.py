@@ -500,7 +500,8 @@ class Pipeline:
         """Cores of a training job: `train.threads`, times `train.nproc_per_node` processes when
         the run trains data-parallel (`train.launcher=torchrun`)."""
         cfg = load_config(None, self.study(study_name).run(run_id).overrides)
-        per_process = cfg.train.threads or self.resources["train"]["threads"]
+        per_process = cfg.train.threads if isinstance(cfg.train.threads, int) and cfg.train.threads > 0 \
+            else self.resources["train"]["threads"]
         return per_process * (cfg.train.nproc_per_node if cfg.train.launcher == "torchrun" else 1)
 
     def train_args(self, study_name: str, run_id: str) -> list[Any]:

@@ -79,8 +79,9 @@ class Trainer:
         t_init = time.perf_counter()
         self.cfg = cfg
         self.run_dir = Path(run_dir)
-        if cfg.train.threads:
-            torch.set_num_threads(cfg.train.threads)
+        self.threads = common.resolve_threads(cfg.train.threads)  # auto: the cores idle now
+        if self.threads:
+            torch.set_num_threads(self.threads)
         common.seed_everything(cfg.seed)
         self.task = build_task(cfg.task)
         # world 1 unless started by torchrun with WORLD_SIZE > 1 (then: process group joined, cuda:LOCAL_RANK)
@@ -509,6 +510,7 @@ class Trainer:
             "initial_accuracy": acc[0]["eval/accuracy"] if acc else None,
             "final_accuracy": acc[-1]["eval/accuracy"] if acc else None,
             "train_s_this_invocation": time.perf_counter() - t_start,
+            "threads": self.threads or torch.get_num_threads(),  # what train.threads resolved to
         }
         if acc and "eval/accuracy_ood" in acc[-1]:
             summary["initial_accuracy_ood"] = acc[0].get("eval/accuracy_ood")

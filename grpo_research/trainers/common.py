@@ -32,6 +32,22 @@ def step_seed(seed: int, step: int, stream: int = 0) -> int:
     return (seed * 1_000_003 + step * 7919 + stream * 104_729) % (1 << 62)
 
 
+def free_cores(window_s: float = 0.2) -> int:
+    """Cores this process may run on (its CPU affinity) that were idle over the last
+    `window_s` seconds, at least 1: each CPU's busy fraction from psutil, summed."""
+    import psutil
+
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    per_cpu = psutil.cpu_percent(interval=window_s, percpu=True)
+    busy = sum(per_cpu[c] for c in cpus if c < len(per_cpu)) / 100.0
+    return max(1, min(len(cpus), round(len(cpus) - busy)))
+
+
+def resolve_threads(value: int | str) -> int:
+    """`train.threads` as a count: auto -> `free_cores()`; N -> N; 0 -> 0 (torch's default)."""
+    return free_cores() if value == "auto" else int(value)
+
+
 def token_logprobs(
     model, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int, temperature: float = 1.0,
     with_entropy: bool = False,

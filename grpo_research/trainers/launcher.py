@@ -69,7 +69,8 @@ def launch(train_args: list[str], nproc: int, threads: int) -> int:
     with tempfile.TemporaryDirectory(prefix="grpo-research-torchrun-") as tmp:
         exit_dir = Path(tmp)
         env = {**os.environ, EXIT_DIR_ENV: tmp}
-        env.setdefault("OMP_NUM_THREADS", str(threads or max(1, (os.cpu_count() or 1) // nproc)))
+        per_worker = threads if isinstance(threads, int) and threads > 0 else max(1, (os.cpu_count() or 1) // nproc)
+        env.setdefault("OMP_NUM_THREADS", str(per_worker))
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
                "-m", "grpo_research.cli", "train", *train_args]
         proc = subprocess.Popen(cmd, env=env)
