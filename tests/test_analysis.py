@@ -75,7 +75,10 @@ def _write_run(d: Path, method: str, seed: int, acc: list[float], bench: float, 
         rows.append({"step": s, "samples": s * 2 * g, "reward_mean": 0.1 * s + seed, "kl": 0.01 * s,
                      "entropy": 1.0 - 0.01 * s, "completion_len": 9.0, "step_s": step_s, "rollout_s": 0.3,
                      "update_s": 0.2, "cost/peak_mem_mb": 100.0 + s, "cost/model_state_mb": 12.0,
-                     "cost/gen_tokens_per_s": 500.0, "cost/samples_per_s": 16.0, "cost/mfu": 0.01})
+                     "cost/gen_tokens_per_s": 500.0, "cost/samples_per_s": 16.0, "cost/mfu": 0.01,
+                     "cost/reference_param_mb": 1.0, "cost/reference_grad_mb": 0.0,
+                     **({"cost/critic_param_mb": 1.0, "cost/critic_grad_mb": 1.0, "cost/critic_optim_mb": 2.0}
+                        if method == "ppo" else {})})
     rows.sort(key=lambda r: (r["step"], "eval/accuracy" not in r))
     (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (d / "summary.json").write_text(json.dumps({"method": method, "seed": seed, "steps": steps,
@@ -138,6 +141,12 @@ def test_cli_writes_tables_figures_and_self_contained_report(study_dir, tmp_path
     cost = pd.read_csv(out / "cost.csv")
     assert cost.set_index("variant").loc["grpo", "peak memory (MiB)"] == pytest.approx(120.0)
     assert cost.set_index("variant").loc["grpo", "MFU (%)"] == pytest.approx(1.0)
+    # the critic's state (PPO's 1 + 1 + 2 MiB; none for GRPO) and the reference, as columns of their own
+    by = cost.set_index("variant")
+    assert by.loc["ppo-lam0.95", "critic state (MiB)"] == pytest.approx(4.0)
+    assert by.loc["grpo", "critic state (MiB)"] == 0.0
+    assert by.loc["grpo", "reference (MiB)"] == by.loc["ppo-lam0.95", "reference (MiB)"] == pytest.approx(1.0)
+    assert "critic state (MiB)" in (out / "cost.md").read_text() and "critic state (MiB)" in html
     assert analysis_main(["index", "--results", str(tmp_path / "results")]) == 0
     index = (tmp_path / "results" / "index.html").read_text()
     assert 'href="toy/report.html"' in index

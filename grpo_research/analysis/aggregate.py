@@ -43,6 +43,9 @@ TRAINER_OOD = "heldout OOD (trainer)"  # the task's out-of-distribution split (a
 COST_KEYS = [  # column, source key, reduction over steps, scale
     ("peak memory (MiB)", "cost/peak_mem_mb", "max", 1.0),
     ("model state (MiB)", "cost/model_state_mb", "last", 1.0),
+    # of which: a critic (PPO) and a frozen reference (GRPO, PPO, DPO with beta > 0); 0 = none held
+    ("critic state (MiB)", ("cost/critic_param_mb", "cost/critic_grad_mb", "cost/critic_optim_mb"), "last", 1.0),
+    ("reference (MiB)", ("cost/reference_param_mb",), "last", 1.0),
     ("seconds / step", "step_s", "mean", 1.0),
     ("rollout s / step", "rollout_s", "mean", 1.0),
     ("update s / step", "update_s", "mean", 1.0),
@@ -245,7 +248,8 @@ def cost_table(runs: list[Run], order: list[str] | None = None) -> pd.DataFrame:
         for r in vruns:
             vals = {}
             for col, key, red, scale in COST_KEYS:
-                xs = [row[key] for row in r.train if row.get(key) is not None]
+                xs = [_cost_value(row, key) for row in r.train]
+                xs = [x for x in xs if x is not None]
                 if not xs:
                     continue
                 v = {"max": max, "last": lambda a: a[-1], "mean": lambda a: sum(a) / len(a), "sum": sum}[red](xs)
@@ -257,6 +261,16 @@ def cost_table(runs: list[Run], order: list[str] | None = None) -> pd.DataFrame:
             row[col] = sum(xs) / len(xs) if xs else float("nan")
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _cost_value(row: dict, key: str | tuple[str, ...]) -> float | None:
+    """A row's value of a cost column: one key, or the sum of a model's keys, which count 0 in a
+    row that logs model state but not that model (the method does not hold it)."""
+    if isinstance(key, str):
+        return row.get(key)
+    if row.get("cost/model_state_mb") is None:
+        return None
+    return sum(row.get(k) or 0.0 for k in key)
 
 
 def cost_markdown(cost: pd.DataFrame) -> str:
@@ -272,7 +286,8 @@ def cost_markdown(cost: pd.DataFrame) -> str:
         lines.append(f"| {r['variant']} | {r['method']} | {r['n_seeds']} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Mean over seeds of each run's value: peak process memory (max over steps), bytes of parameters, "
-                 "gradients and optimizer state of every model the method holds, mean seconds per step (rollout, "
+                 "gradients and optimizer state of every model the method holds (of which the critic's, and the "
+                 "frozen reference's parameters; 0: the method holds none), mean seconds per step (rollout, "
                  "update), generation throughput, and model FLOP utilisation against the peak matmul FLOP/s the "
                  "process measured at start (grpo_research/trainers/cost.py). Timings depend on the machine's load.")
     return "\n".join(lines) + "\n"
