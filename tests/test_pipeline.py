@@ -44,9 +44,9 @@ def test_ablations_dry_run_plans_the_default_study(tmp_path):
     print(f"snakemake -n ablations planned in {seconds:.2f} s")
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
-    # 4 methods x 3 seeds, and the supervised control at equal samples and at equal wall time x 3 seeds
-    assert jobs(out) == {"build_base_model": 1, "train_run": 21, "evaluate_run": 21, "report_study": 1,
-                         "render_index": 1, "ablations": 1, "total": 46}
+    # 5 methods x 5 seeds, and the supervised control at equal samples and at equal wall time x 5 seeds
+    assert jobs(out) == {"build_base_model": 1, "train_run": 35, "evaluate_run": 35, "report_study": 1,
+                         "render_index": 1, "ablations": 1, "total": 74}
     assert "runs/ppo_vs_grpo/sft_control-wall-seed2/summary.json" in out
     assert "runs/ppo_vs_grpo/ppo-lam0.95-seed1/summary.json" in out
     assert "runs/ppo_vs_grpo/dr_grpo-seed3/eval/arith.json" in out
@@ -88,7 +88,7 @@ def test_slurm_profile_dry_run_without_slurm(tmp_path):
     proc, _ = snakemake(tmp_path, "--profile", str(ROOT / "configs" / "profiles" / "slurm"), "-n", "ablations")
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
-    assert jobs(out)["train_run"] == 21
+    assert jobs(out)["train_run"] == 35
     assert "gres=gpu:1" in out and "mem_mb=4000" in out and "runtime=120" in out
 
 
@@ -145,7 +145,7 @@ def test_study_jobs_paths_and_train_commands():
     assert p.default_studies() == ["ppo_vs_grpo"] and p.selected_studies() == ["ppo_vs_grpo"]
     assert p.report_path("beta") == "results/beta/report.html" and p.index_path == "results/index.html"
     runs = p.study_runs("ppo_vs_grpo")
-    assert len(runs) == 21 and "sft_control-wall-seed2" in runs
+    assert len(runs) == 35 and "sft_control-wall-seed5" in runs
     assert p.train_args("ppo_vs_grpo", "grpo-seed1")[:3] == ["train", "--run-dir", "runs/ppo_vs_grpo/grpo-seed1"]
     wall = p.train_args("ppo_vs_grpo", "sft_control-wall-seed1")
     assert wall[:4] == ["study", "train-wall", "--probe", "runs/ppo_vs_grpo/sft_control-seed1"]
@@ -161,7 +161,7 @@ def test_study_jobs_paths_and_train_commands():
     args = p.report_args("ppo_vs_grpo")
     assert args[:6] == ["--runs", "runs/ppo_vs_grpo", "--out", "results/ppo_vs_grpo", "--study", "ppo_vs_grpo"]
     assert args[-2:] == ["--study-file", p.study_files["ppo_vs_grpo"]]
-    assert len(p.report_inputs("ppo_vs_grpo")["runs"]) == 42  # 21 summaries + 21 evaluations (5 methods, 2 controls)
+    assert len(p.report_inputs("ppo_vs_grpo")["runs"]) == 70  # 35 summaries + 35 evaluations (5 methods, 2 controls, 5 seeds)
 
 
 def test_hpo_searches_reruns_and_their_report():

@@ -23,9 +23,9 @@ def test_ppo_vs_grpo_runs_ids_and_equal_budget():
     ids = [r.run_id for r in study.runs]
     assert ids[:3] == ["ppo-lam0.95-seed1", "ppo-lam0.95-seed2", "ppo-lam0.95-seed3"]
     assert {"ppo-lam1.0-seed1", "grpo-seed2", "dr_grpo-seed3", "sft_control-seed1", "sft_control-wall-seed3"} <= set(ids)
-    assert len(ids) == 21 and len(set(ids)) == 21
+    assert len(ids) == 35 and len(set(ids)) == 35  # (5 methods + 2 controls) x 5 seeds
     assert study.variants == ["ppo-lam0.95", "ppo-lam1.0", "grpo", "dr_grpo", "dpo", "sft_control", "sft_control-wall"]
-    assert study.default and study.seeds == [1, 2, 3] and "arith" in study.benchmarks
+    assert study.default and study.seeds == [1, 2, 3, 4, 5] and "arith" in study.benchmarks
     for run in study.runs:
         if run.wall_match:  # steps are set when it runs, from the matched runs' time
             continue
