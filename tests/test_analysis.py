@@ -173,8 +173,10 @@ def test_gains_over_base_and_control_are_paired_by_seed(control_study):
     gains = gains_table(runs, ["grpo", "ppo"], n_boot=2000, seed=0).set_index("variant")
     assert list(gains.index) == ["grpo", "ppo"]  # the controls are what RL is compared with, not rows
     g = gains.loc["grpo"]
-    want = _direct_bootstrap([0.10, 0.14, 0.12], 2000, 0)  # final - step-0 accuracy, per seed
-    assert (g["vs_base_mean"], g["vs_base_low"], g["vs_base_high"]) == pytest.approx(want)
+    # final - step-0 accuracy per seed: 0.10, 0.14, 0.12; mean 0.12, sd 0.02, Student-t (2 df) half-width
+    # 4.302653 x 0.02 / sqrt(3) = 0.049683
+    want = (0.12, 0.12 - 0.049683, 0.12 + 0.049683)
+    assert (g["vs_base_mean"], g["vs_base_low"], g["vs_base_high"]) == pytest.approx(want, abs=1e-6)
     assert g["vs_base_verdict"] == "RL higher"
     assert g["vs_control_mean"] == pytest.approx(-0.10) and g["vs_control_high"] == pytest.approx(-0.10)
     assert g["vs_control_verdict"] == "control higher" and g["vs_control_n"] == 3
@@ -337,3 +339,32 @@ def test_final_charts_show_the_base_model_and_say_what_their_intervals_are(tmp_p
     assert "over seeds" in interval_caption({"seeds", "problems"})
     (path,) = plot_final(final, tmp_path, "s", ["grpo"])
     assert path.name == "final_gsm8k.png" and path.stat().st_size > 1000
+
+
+# ---------------------------------------------------------------- compare_paired (Student-t, paired by seed)
+def test_compare_paired_hand_computed():
+    from grpo_research.analysis.stats import compare_paired
+
+    # differences 1, 2, 3: mean 2, sd 1, se 1/sqrt(3); t(0.975, 2 df) = 4.302653
+    mean, low, high = compare_paired([1.0, 2.0, 3.0], [0.0, 0.0, 0.0])
+    assert mean == pytest.approx(2.0)
+    assert low == pytest.approx(2.0 - 4.302653 / 3 ** 0.5, abs=1e-5) and high == pytest.approx(2.0 + 2.484138, abs=1e-5)
+    # pairing matters: the same values unpaired would differ; here every seed gains exactly 0.1
+    mean, low, high = compare_paired([0.3, 0.5, 0.7, 0.9], [0.2, 0.4, 0.6, 0.8])
+    assert (mean, low, high) == pytest.approx((0.1, 0.1, 0.1))
+    # differences -1, 1 at 90 %: mean 0, sd sqrt(2), se 1; t(0.95, 1 df) = 6.313752
+    assert compare_paired([0.0, 2.0], [1.0, 1.0], level=0.9) == pytest.approx((0.0, -6.313752, 6.313752), abs=1e-5)
+    one = compare_paired([0.5], [0.25])
+    assert one[0] == 0.25 and np.isnan(one[1]) and np.isnan(one[2])
+    assert all(np.isnan(compare_paired([], [])))
+
+
+def test_compare_paired_refuses_what_it_cannot_pair():
+    from grpo_research.analysis.stats import compare_paired
+
+    with pytest.raises(ValueError, match="equal-length"):
+        compare_paired([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="non-finite"):
+        compare_paired([1.0, float("nan")], [1.0, 2.0])
+    with pytest.raises(ValueError, match="level"):
+        compare_paired([1.0, 2.0], [0.0, 0.0], level=95)

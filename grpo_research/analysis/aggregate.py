@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_research.analysis.load import Run
-from grpo_research.analysis.stats import N_BOOT, bootstrap_columns, bootstrap_mean_ci, intervals_overlap
+from grpo_research.analysis.stats import N_BOOT, bootstrap_columns, bootstrap_mean_ci, compare_paired, intervals_overlap
 
 # key -> (title, y-axis label with unit, smoothed)
 CURVES: dict[str, tuple[str, str, bool]] = {
@@ -372,10 +372,12 @@ def wall_curve_table(runs: list[Run], order: list[str] | None = None, n_boot: in
 
 def verdict(low: float, high: float, n: int, rl: str, other: str) -> str:
     """What a paired difference's interval says, in words."""
-    if n == 0 or math.isnan(low):
+    if n == 0:
         return "n/a"
     if n < 2:
         return "one seed: no interval"
+    if math.isnan(low):
+        return "n/a"
     if low > 0:
         return f"{rl} higher"
     if high < 0:
@@ -385,7 +387,7 @@ def verdict(low: float, high: float, n: int, rl: str, other: str) -> str:
 
 def gains_table(runs: list[Run], order: list[str] | None = None, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataFrame:
     """Per RL variant: its final held-out accuracy and three paired differences over seeds, each
-    with a 95 % bootstrap interval (accuracy points in [0, 1]):
+    with `compare_paired`'s 95 % Student-t interval (accuracy points in [0, 1]):
     - vs_base: final - initial accuracy of the same run (the base model, step 0);
     - vs_control: final - the equal-samples control's final accuracy, same seed;
     - vs_wall: final - the equal-wall-time control's accuracy after as many seconds of training as
@@ -396,27 +398,28 @@ def gains_table(runs: list[Run], order: list[str] | None = None, n_boot: int = N
     rows = []
     for variant, vruns in by_variant([r for r in runs if not is_control(r)], order).items():
         finals = {r.seed: run_scores(r).get(TRAINER_HELDOUT) for r in vruns}
-        d_base = [finals[r.seed] - r.evals[0]["eval/accuracy"] for r in vruns
+        # (RL, other) per seed that both have
+        d_base = [(finals[r.seed], r.evals[0]["eval/accuracy"]) for r in vruns
                   if finals[r.seed] is not None and r.evals and r.evals[0].get("step") == 0]
-        d_ctrl = [finals[s] - run_scores(controls[s]).get(TRAINER_HELDOUT) for s in finals
+        d_ctrl = [(finals[s], run_scores(controls[s]).get(TRAINER_HELDOUT)) for s in finals
                   if s in controls and finals[s] is not None and run_scores(controls[s]).get(TRAINER_HELDOUT) is not None]
         d_wall, beyond, wall_s = [], 0, []
         for r in vruns:
             if r.seed in walls and finals[r.seed] is not None:
                 acc, past = accuracy_at_seconds(walls[r.seed], train_seconds(r))
                 if not math.isnan(acc):
-                    d_wall.append(finals[r.seed] - acc)
+                    d_wall.append((finals[r.seed], acc))
                     beyond += past
                     wall_s.append(train_seconds(r))
         row: dict[str, Any] = {"variant": variant, "method": vruns[0].method, "n_seeds": len(vruns),
                                "final": float(np.mean([v for v in finals.values() if v is not None]))
                                if any(v is not None for v in finals.values()) else float("nan"),
                                "train_s": float(np.mean(wall_s)) if wall_s else float(np.mean([train_seconds(r) for r in vruns]))}
-        for key, diffs, other in (("vs_base", d_base, "base model"), ("vs_control", d_ctrl, "control"),
+        for key, pairs, other in (("vs_base", d_base, "base model"), ("vs_control", d_ctrl, "control"),
                                   ("vs_wall", d_wall, "control")):
-            mean, low, high = bootstrap_mean_ci(diffs, n_boot=n_boot, seed=seed)
-            row.update({f"{key}_mean": mean, f"{key}_low": low, f"{key}_high": high, f"{key}_n": len(diffs),
-                        f"{key}_verdict": verdict(low, high, len(diffs), "RL", other)})
+            mean, low, high = compare_paired([x for x, _ in pairs], [y for _, y in pairs])
+            row.update({f"{key}_mean": mean, f"{key}_low": low, f"{key}_high": high, f"{key}_n": len(pairs),
+                        f"{key}_verdict": verdict(low, high, len(pairs), "RL", other)})
         row["wall_beyond"] = beyond
         rows.append(row)
     return pd.DataFrame(rows)
@@ -471,8 +474,9 @@ def _say(v: str) -> str:
 def gains_markdown(gains: pd.DataFrame) -> str:
     lines = gains_sentences(gains)
     out = [lines[0], ""] + [f"- {l}" for l in lines[1:]]
-    out += ["", "Differences in held-out accuracy points, paired by seed, mean [95 % percentile-bootstrap interval "
-            "over seeds] (n = paired seeds). Base model: the run's own step-0 evaluation. Equal wall time: the "
+    out += ["", "Differences in held-out accuracy points, paired by seed, mean [95 % Student-t interval of the "
+            "paired differences, n - 1 degrees of freedom: grpo_research.analysis.stats.compare_paired, whose "
+            "false-difference rate on A/A data is in benchmarks/RESULTS.md] (n = paired seeds). Base model: the run's own step-0 evaluation. Equal wall time: the "
             "control's accuracy interpolated at the RL run's summed step seconds (evaluation excluded; timings "
             "depend on the machine's load)."]
     return "\n".join(out) + "\n"

@@ -139,8 +139,10 @@ def gains_html(gains: pd.DataFrame) -> str:
              cell(g, "vs_control"), cell(g, "vs_wall")] for _, g in gains.iterrows()]
     out.append(_table(["RL variant", "final held-out acc. (%)", "training time (s)", "gain over base model (points)",
                        "vs control, equal samples (points)", "vs control, equal wall time (points)"], rows))
-    out.append("<p class=muted>Differences in held-out accuracy points, paired by seed, mean [95% percentile-"
-               "bootstrap interval over seeds]. Base model: each run's own step-0 evaluation. The control "
+    out.append("<p class=muted>Differences in held-out accuracy points, paired by seed, mean [95% Student-t "
+               "interval of the paired differences, n - 1 degrees of freedom "
+               "(<code>grpo_research.analysis.stats.compare_paired</code>; its false-difference rate on A/A data "
+               "is in benchmarks/RESULTS.md)]. Base model: each run's own step-0 evaluation. The control "
                "(<code>method=sft_control</code>) continues the base model's supervised training from the same "
                "checkpoint on the same prompts with their reference solutions; at equal wall time its accuracy is "
                "interpolated at each RL run's summed step seconds (evaluation excluded; timings depend on the "
