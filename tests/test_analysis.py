@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from grpo_research.analysis.aggregate import (TRAINER_HELDOUT, curve_table, final_table, gains_sentences,
-                                              gains_table, natural_key, overlaps, verdict, wall_curve_table)
+                                              gains_table, natural_key, comparisons, verdict, wall_curve_table)
 from grpo_research.analysis.load import load_study_runs
 from grpo_research.analysis.stats import bootstrap_columns, bootstrap_mean_ci, intervals_overlap
 from grpo_research.cli.report import main as analysis_main
@@ -108,8 +108,33 @@ def test_final_table_and_overlaps(study_dir):
     lo_hi = _direct_bootstrap([0.31, 0.35, 0.33], 2000, 0)[1:]
     assert (row["low"], row["high"]) == pytest.approx(lo_hi)
     assert set(final["benchmark"]) == {"arith", TRAINER_HELDOUT}
-    (o,) = [o for o in overlaps(final) if o["benchmark"] == "arith"]
-    assert not o["overlap"] and o["higher"] == "grpo" and o["difference"] == pytest.approx(0.2)
+    (o,) = [o for o in comparisons(final) if o["benchmark"] == "arith"]
+    # every seed: grpo 0.2 above ppo -> paired difference 0.2 with a zero-width interval
+    assert o["paired"] and o["n"] == 3 and o["shown"] and o["higher"] == "grpo"
+    assert (o["paired_difference"], o["low"], o["high"]) == pytest.approx((0.2, 0.2, 0.2))
+
+
+def test_comparisons_pair_common_seeds_and_say_when_they_cannot():
+    from grpo_research.analysis.aggregate import comparison_sentence
+
+    final = pd.DataFrame([
+        # a: seeds 1 2 3 4; b: seeds 2 3 4 5 -> common 2 3 4, differences 0.02, -0.01, 0.05
+        {"variant": "a", "benchmark": "x", "mean": 0.30, "low": 0.2, "high": 0.4, "interval": "seeds",
+         "seeds": "1 2 3 4", "values": "0.3000 0.3200 0.2900 0.3500"},
+        {"variant": "b", "benchmark": "x", "mean": 0.28, "low": 0.2, "high": 0.4, "interval": "seeds",
+         "seeds": "2 3 4 5", "values": "0.3000 0.3000 0.3000 0.2200"},
+        {"variant": "base model", "benchmark": "x", "mean": 0.10, "low": 0.08, "high": 0.12, "interval": "problems",
+         "seeds": "", "values": "0.1000"},
+    ])
+    by = {(o["a"], o["b"]): o for o in comparisons(final)}
+    ab = by[("a", "b")]
+    # mean 0.02, sd 0.03, t(0.975, 2) x 0.03 / sqrt(3) = 0.074524
+    assert ab["paired"] and ab["n"] == 3 and not ab["shown"]
+    assert (ab["paired_difference"], ab["low"], ab["high"]) == pytest.approx((0.02, 0.02 - 0.074524, 0.02 + 0.074524), abs=1e-6)
+    assert "paired by seed, n=3" in comparison_sentence(ab) and "no difference shown" in comparison_sentence(ab)
+    base = by[("a", "base model")]
+    assert not base["paired"] and base["why"] == "one model" and base["shown"]  # [0.2, 0.4] vs [0.08, 0.12]
+    assert "not paired by seed (one model)" in comparison_sentence(base)
 
 
 def test_curves_mean_over_seeds(study_dir):
@@ -135,9 +160,9 @@ def test_cli_writes_tables_figures_and_self_contained_report(study_dir, tmp_path
     html = (out / "report.html").read_text()
     assert html.count("src=\"data:image/png;base64,") >= len(pngs)
     assert not re.search(r"(src|href)=\"(?!data:)[^\"#]", html), "the report must not load any external file"
-    assert "intervals do not overlap" in html
+    assert "paired by seed, n=3" in html and "the interval excludes 0" in html
     md = (out / "final.md").read_text()
-    assert "| grpo |" in md and "(n=3)" in md and "intervals do not overlap" in md
+    assert "| grpo |" in md and "(n=3)" in md and "(paired by seed, n=3): the interval excludes 0" in md
     cost = pd.read_csv(out / "cost.csv")
     assert cost.set_index("variant").loc["grpo", "peak memory (MiB)"] == pytest.approx(120.0)
     assert cost.set_index("variant").loc["grpo", "MFU (%)"] == pytest.approx(1.0)

@@ -1,9 +1,10 @@
 """Analysis of a study's runs, from the run directories alone (never from W&B).
 
 - `grpo_research.analysis.load`: read run dirs (config.yaml, metrics.jsonl, summary.json, eval/*.json).
-- `grpo_research.analysis.stats`: mean over seeds with a 95 % percentile-bootstrap interval (numpy).
+- `grpo_research.analysis.stats`: `compare_paired` (two arms paired by seed, Student-t) and the
+  mean over seeds with a 95 % percentile-bootstrap interval (numpy).
 - `grpo_research.analysis.aggregate`: curves against generated samples, the final table (CSV +
-  Markdown, with the pairs of methods whose intervals overlap), the cost table.
+  Markdown, with every pair of methods compared paired by seed), the cost table.
 - `grpo_research.analysis.passk`: pass@k and maj@k against k of the base model and each variant's
   final models, for benchmark entries sampled several times per problem (table + Markdown).
 - `grpo_research.analysis.plots`: PNG figures; `grpo_research.analysis.report`: the self-contained

@@ -7,8 +7,9 @@ its evaluation points, unsmoothed.
 
 Final table: per variant and benchmark, the mean over seeds of pass@1 (from each run's
 `eval/<benchmark>.json`) and of the trainer's last held-out accuracy, with the bootstrap
-interval over seeds and the number of seeds; pairs of variants whose intervals overlap are
-listed (overlapping intervals: no difference shown at this number of seeds).
+interval over seeds and the number of seeds; every pair of variants is compared paired by seed
+(`comparisons`: `stats.compare_paired` over their common seeds), or, where it cannot be paired
+(the base model is one model), by whether their intervals overlap, saying so.
 
 Cost table: per variant, the mean over seeds of each run's peak memory, model state, seconds
 per step, generation throughput and MFU (the trainer's `cost/` keys).
@@ -172,18 +173,48 @@ def final_table(runs: list[Run], order: list[str] | None = None, n_boot: int = N
     return pd.DataFrame(rows, columns=cols)
 
 
-def overlaps(final: pd.DataFrame) -> list[dict[str, Any]]:
-    """Every pair of variants per benchmark: do their intervals overlap?"""
+def comparisons(final: pd.DataFrame) -> list[dict[str, Any]]:
+    """Every pair of variants per benchmark. Two variants with at least two seeds in common are
+    compared paired by seed (`compare_paired` on their common seeds: `low`/`high` bound the
+    difference higher - lower, `shown` when that interval excludes 0). A pair that cannot be
+    paired (one model, such as the base model, or fewer than two common seeds) says so and only
+    reports whether the two intervals of the table overlap (`shown` when they do not)."""
     out = []
     for bench, g in final.groupby("benchmark", sort=False):
         recs = g.to_dict("records")
         for a, b in combinations(recs, 2):
-            ov = intervals_overlap((a["low"], a["high"]), (b["low"], b["high"]))
             hi, lo = (a, b) if a["mean"] >= b["mean"] else (b, a)
-            out.append({"benchmark": bench, "a": a["variant"], "b": b["variant"], "overlap": ov,
-                        "higher": hi["variant"], "lower": lo["variant"],
-                        "difference": hi["mean"] - lo["mean"]})
+            o = {"benchmark": bench, "a": a["variant"], "b": b["variant"], "higher": hi["variant"],
+                 "lower": lo["variant"], "difference": hi["mean"] - lo["mean"]}
+            per_seed = [_per_seed(r) for r in (hi, lo)]
+            common = sorted(set(per_seed[0]) & set(per_seed[1])) if all(r["interval"] == "seeds" for r in (a, b)) else []
+            if len(common) >= 2:
+                mean, low, high = compare_paired([per_seed[0][s] for s in common], [per_seed[1][s] for s in common])
+                o.update(paired=True, n=len(common), paired_difference=mean, low=low, high=high,
+                         shown=bool(low > 0 or high < 0))
+            else:
+                why = "one model" if any(r["interval"] != "seeds" for r in (a, b)) else "fewer than 2 common seeds"
+                o.update(paired=False, why=why, n=len(common),
+                         shown=not intervals_overlap((a["low"], a["high"]), (b["low"], b["high"])))
+            out.append(o)
     return out
+
+
+def _per_seed(row: dict) -> dict[str, float]:
+    """A final-table row's values by seed."""
+    seeds, values = str(row.get("seeds") or "").split(), str(row.get("values") or "").split()
+    return {s: float(v) for s, v in zip(seeds, values)}
+
+
+def comparison_sentence(o: dict[str, Any]) -> str:
+    """One comparison of `comparisons` in words."""
+    if o["paired"]:
+        what = ("the interval excludes 0" if o["shown"] else "the interval includes 0: no difference shown")
+        return (f"{o['higher']} above {o['lower']} by {100 * o['paired_difference']:.1f} points "
+                f"[{100 * o['low']:+.1f}, {100 * o['high']:+.1f}] (paired by seed, n={o['n']}): {what}")
+    what = "their intervals do not overlap" if o["shown"] else "their intervals overlap: no difference shown"
+    return (f"{o['a']} and {o['b']}: not paired by seed ({o['why']}); {what} "
+            f"(means differ by {100 * o['difference']:.1f} points)")
 
 
 def pct(v: float) -> str:
@@ -224,18 +255,17 @@ def final_markdown(final: pd.DataFrame, n_boot: int = N_BOOT) -> str:
 
 def overlap_sentences(final: pd.DataFrame) -> list[str]:
     lines = []
+    pairs = comparisons(final)
     for bench, g in final.groupby("benchmark", sort=False):
-        pairs = [o for o in overlaps(final) if o["benchmark"] == bench]
-        if not pairs:
+        mine = [o for o in pairs if o["benchmark"] == bench]
+        if not mine:
             continue
         lines.append(f"**{bench}**:")
-        for o in pairs:
-            if o["overlap"]:
-                lines.append(f"- {o['a']} and {o['b']}: intervals overlap (no difference shown; "
-                             f"means differ by {100 * o['difference']:.1f} points)")
-            else:
-                lines.append(f"- {o['higher']} above {o['lower']} by {100 * o['difference']:.1f} points: "
-                             "intervals do not overlap")
+        lines += [f"- {comparison_sentence(o)}" for o in mine]
+        lines.append("")
+    if pairs:
+        lines.append("Differences between variants: mean of the per-seed differences with its 95 % Student-t "
+                     "interval (grpo_research.analysis.stats.compare_paired) over the seeds both have.")
         lines.append("")
     return lines
 

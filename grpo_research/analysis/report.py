@@ -11,7 +11,15 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_research.analysis.aggregate import COST_KEYS, CURVES, TRAINER_HELDOUT, gains_sentences, overlaps, pct
+from grpo_research.analysis.aggregate import (
+    COST_KEYS,
+    CURVES,
+    TRAINER_HELDOUT,
+    comparison_sentence,
+    comparisons,
+    gains_sentences,
+    pct,
+)
 from grpo_research.files import write_text_atomic
 
 CSS = """
@@ -66,19 +74,12 @@ def final_html(final: pd.DataFrame) -> str:
         rows.append(row)
         classes.append(cls)
     headers = ["variant", "method", *[f"{b} (%)" for b in benches]]
-    pairs = overlaps(final)
-    items = []
-    for bench in benches:
-        for o in (p for p in pairs if p["benchmark"] == bench):
-            if o["overlap"]:
-                items.append(f"<li><b>{html.escape(bench)}</b>: {html.escape(o['a'])} and {html.escape(o['b'])} "
-                             f"&mdash; intervals overlap: no difference shown "
-                             f"(means differ by {100 * o['difference']:.1f} points)</li>")
-            else:
-                items.append(f"<li><b>{html.escape(bench)}</b>: {html.escape(o['higher'])} above "
-                             f"{html.escape(o['lower'])} by {100 * o['difference']:.1f} points &mdash; "
-                             "intervals do not overlap</li>")
-    overlap_html = f"<h3>Where intervals overlap</h3><ul class=overlap>{''.join(items)}</ul>" if items else ""
+    pairs = comparisons(final)
+    items = [f"<li><b>{html.escape(o['benchmark'])}</b>: {html.escape(comparison_sentence(o))}</li>"
+             for bench in benches for o in pairs if o["benchmark"] == bench]
+    overlap_html = (f"<h3>Differences between variants</h3><ul class=overlap>{''.join(items)}</ul>"
+                    "<p class=muted>Paired by seed: the mean of the per-seed differences and its 95% Student-t "
+                    "interval over the seeds both variants have (<code>compare_paired</code>).</p>") if items else ""
     return _table(headers, rows, classes) + overlap_html
 
 
@@ -209,8 +210,8 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
                  f"final model (<code>grpo-research eval</code>: greedy, or for a benchmark entry sampled several "
                  f"times per problem the mean share of correct samples, see the pass@k section); "
                  f"<code>{TRAINER_HELDOUT}</code> is the "
-                 "trainer's last held-out evaluation. With 3 seeds the bootstrap interval is narrow: treat "
-                 "non-overlap as suggestive, not as a test. A cell of one model (the base model, or one seed) "
+                 "trainer's last held-out evaluation. With 3 seeds the bootstrap interval is narrow: it describes "
+                 "one variant's spread; differences between variants are tested paired by seed below. A cell of one model (the base model, or one seed) "
                  "shows the 95% interval over the benchmark's problems from its evaluation file instead.</p>")
     bars = sorted(figs.glob("final_*.png"))
     if bars:
