@@ -183,10 +183,14 @@ def seed_of(run_id: str) -> int | None:
 
 
 # ---------------------------------------------------------------- loading
+NOT_STUDIES = ("claims",)  # experiments/claims.yaml: the atlas's claims (grpo_research/analysis/claims.py)
+
+
 def find_studies(directory: str | Path) -> dict[str, Path]:
-    """Study name (file stem) -> path, for every `*.yaml` in `directory`."""
+    """Study name (file stem) -> path, for every `*.yaml` in `directory` but the claims file
+    (`NOT_STUDIES`: `study_claims` is therefore no study name)."""
     d = Path(directory)
-    return {p.stem: p for p in sorted(d.glob("*.yaml"))} if d.is_dir() else {}
+    return {p.stem: p for p in sorted(d.glob("*.yaml")) if p.stem not in NOT_STUDIES} if d.is_dir() else {}
 
 
 def load_study_file(path: str | Path, schema: str | Path | dict | None = None) -> dict[str, Any]:

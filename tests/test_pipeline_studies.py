@@ -125,7 +125,8 @@ def test_schema_rejects_misspelled_study_key(tmp_path):
 def test_every_shipped_study_expands():
     studies = find_studies(ROOT / "experiments")
     assert {"ppo_vs_grpo", "group_size", "beta", "clip_eps", "temperature", "loss_variants", "reward_only",
-            "paradigm", "controls"} <= set(studies)
+            "paradigm", "controls", "aa"} <= set(studies)
+    assert "claims" not in studies and (ROOT / "experiments" / "claims.yaml").exists()  # not a study
     expected = {"group_size": [2, 4, 8, 16], "beta": [0.0, 0.01, 0.04, 0.1], "clip_eps": [0.1, 0.2, 0.3],
                 "temperature": [0.6, 1.0, 1.2]}
     for name, path in studies.items():
