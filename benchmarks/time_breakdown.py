@@ -87,8 +87,7 @@ def split_train(job_s: float, t: dict[str, float], recorded: bool) -> dict[str, 
     return parts
 
 
-def thread_counts(root: Path) -> dict[str, int]:
-    cfg = yaml.safe_load((root / "configs" / "defaults.yaml").read_text())
+def thread_counts(cfg: dict) -> dict[str, int]:
     res = cfg.get("resources", {})
     return {"build_base_model": res.get("base_model", {}).get("threads", 1),
             "evaluate_run": res.get("evaluate", {}).get("threads", 1),
@@ -99,7 +98,7 @@ def breakdown(root: Path, study: str, cores: int, include_base: bool = True) -> 
     cfg = yaml.safe_load((root / "configs" / "defaults.yaml").read_text())
     bench = root / cfg["benchmarks_dir"]
     runs = root / cfg["runs_dir"] / study
-    threads = thread_counts(root)
+    threads = thread_counts(cfg)
     jobs = []  # (rule, name, path, seconds, threads)
     for rule_dir in sorted(p for p in bench.iterdir() if p.is_dir()) if bench.is_dir() else []:
         rule = rule_dir.name

@@ -30,7 +30,7 @@ def load_claims(path: str | Path, studies_dir: str | Path | None = None) -> list
     """The claims of `path`, checked (see the module docstring)."""
     from grpo_research.config import load_yaml
     from grpo_research.errors import ConfigError
-    from grpo_research.studies import StudyError, expand_study, load_study_file, validate_schema
+    from grpo_research.studies import StudyError, expand_study, find_studies, load_study_file, validate_schema
 
     path = Path(path)
     try:
@@ -40,6 +40,7 @@ def load_claims(path: str | Path, studies_dir: str | Path | None = None) -> list
         raise ClaimsError(str(e)) from None
     studies_dir = Path(studies_dir) if studies_dir is not None else path.parent
     claims = data["claims"]
+    files = find_studies(studies_dir)
     seen: set[str] = set()
     variants: dict[str, list[str]] = {}
     for i, c in enumerate(claims):
@@ -61,10 +62,10 @@ def load_claims(path: str | Path, studies_dir: str | Path | None = None) -> list
         for j, arm in enumerate(c["arms"]):
             study, variant = arm["study"], arm["variant"]
             if study not in variants:
-                file = studies_dir / f"{study}.yaml"
-                if not file.exists():
-                    raise ClaimsError(f"{where}: arms[{j}]: no study {study!r} ({file} does not exist); "
-                                      "add it, or say what is missing under `needs`")
+                file = files.get(study)
+                if file is None:
+                    raise ClaimsError(f"{where}: arms[{j}]: no study {study!r} ({studies_dir / (study + '.yaml')} "
+                                      "does not exist); add it, or say what is missing under `needs`")
                 try:
                     variants[study] = expand_study(load_study_file(file), study, path=file).variants
                 except StudyError as e:

@@ -130,22 +130,9 @@ def shared_prefix_outputs(
     elif not lean_supported(model):
         return None
     G = group_size
-    uniform = False
-    if G > 1 and N % G == 0:
-        B = N // G
-        p_ids = input_ids[:, :P].reshape(B, G, P)  # (B, G, P)
-        p_mask = attention_mask[:, :P].reshape(B, G, P)  # (B, G, P)
-        uniform = bool((p_ids == p_ids[:, :1]).all()) and bool((p_mask == p_mask[:, :1]).all())
-    if uniform:
-        first = torch.arange(0, N, G, device=input_ids.device)  # (B,)
-        run_of_row = None
-    else:
-        same = (input_ids[1:, :P] == input_ids[:-1, :P]).all(1) & (attention_mask[1:, :P] == attention_mask[:-1, :P]).all(1)
-        starts = torch.cat([torch.ones(1, dtype=torch.bool, device=input_ids.device), ~same])  # (N,)
-        first = starts.nonzero().squeeze(1)  # (B,) first row of each run
-        if len(first) == N:
-            return None  # no two neighbouring rows share a prompt
-        run_of_row = starts.cumsum(0) - 1  # (N,) the run each row belongs to
+    first, run_of_row = prompt_runs(input_ids, attention_mask, P, G)
+    if len(first) == N:
+        return None  # no two neighbouring rows share a prompt
     from transformers import DynamicCache
 
     position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)  # (N, L)
@@ -171,15 +158,32 @@ def shared_prefix_outputs(
     return out
 
 
-def forward_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int, shared: bool) -> int:
-    """Tokens a log-prob forward over these rows computes: every row's, or with `shared` (as
-    `shared_prefix_outputs` runs it) each run of rows sharing a prompt's prompt tokens once."""
+def prompt_runs(input_ids: torch.Tensor, attention_mask: torch.Tensor, P: int,
+                group_size: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """How `shared_prefix_outputs` lays out rows whose first P columns are the prompt: (first
+    row of each prompt computation (B,), the computation each row takes its cache from (N,),
+    or None for whole groups of `group_size`, which repeat each prompt's cache G times)."""
+    N = len(input_ids)
+    G = group_size
+    if G > 1 and N % G == 0:
+        p_ids = input_ids[:, :P].reshape(N // G, G, P)  # (B, G, P)
+        p_mask = attention_mask[:, :P].reshape(N // G, G, P)  # (B, G, P)
+        if bool((p_ids == p_ids[:, :1]).all()) and bool((p_mask == p_mask[:, :1]).all()):
+            return torch.arange(0, N, G, device=input_ids.device), None  # (B,)
+    same = (input_ids[1:, :P] == input_ids[:-1, :P]).all(1) & (attention_mask[1:, :P] == attention_mask[:-1, :P]).all(1)
+    starts = torch.cat([torch.ones(1, dtype=torch.bool, device=input_ids.device), ~same])  # (N,)
+    return starts.nonzero().squeeze(1), starts.cumsum(0) - 1  # (B,) first row of each run, (N,) its run
+
+
+def forward_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int, shared: bool,
+                   group_size: int = 0) -> int:
+    """Tokens a log-prob forward over these rows computes: every row's, or with `shared` what
+    `shared_prefix_outputs` computes (each prompt once per `prompt_runs` computation)."""
     if not shared or len(input_ids) < 2:
         return int(attention_mask.sum())
     P = input_ids.shape[1] - n_completion
-    same = (input_ids[1:, :P] == input_ids[:-1, :P]).all(1) & (attention_mask[1:, :P] == attention_mask[:-1, :P]).all(1)
-    starts = torch.cat([torch.ones(1, dtype=torch.bool, device=input_ids.device), ~same])  # (N,)
-    return int(attention_mask[:, P:].sum()) + int(attention_mask[starts, :P].sum())
+    first, _ = prompt_runs(input_ids, attention_mask, P, group_size)
+    return int(attention_mask[:, P:].sum()) + int(attention_mask[first, :P].sum())
 
 
 def _params(model) -> set[str]:

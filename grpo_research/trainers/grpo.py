@@ -145,10 +145,9 @@ class GRPOTrainer(Trainer):
         t_end = time.perf_counter()
 
         # FLOPs besides generation (counted by rl_row): the once-per-batch forwards and the updates
-        seq_tokens = int(batch.attention_mask.sum())  # prompt + completion tokens of the trained batch
-        if self.shared_prefix:  # each group's prompt went through the model once
-            P = batch.prompt_len
-            seq_tokens = int(batch.attention_mask[:, P:].sum()) + int(batch.attention_mask[::a.group_size, :P].sum())
+        # prompt + completion tokens of the trained batch (each group's prompt once with the shared prefix)
+        seq_tokens = common.forward_tokens(batch.input_ids, batch.attention_mask, T,
+                                           self.shared_prefix, a.group_size)
         n_forward = (self.ref is not None) + (old_logp is not None)
         flops = forward_flops(self.n_params, seq_tokens) * n_forward + train_flops(self.n_params, seq_tokens) * a.num_iterations
         return self.rl_row(t0, t_rollout, t_end, info, batch, rb, stats, flops)

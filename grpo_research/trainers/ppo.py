@@ -183,6 +183,8 @@ class PPOTrainer(Trainer):
         t = cfg.train
         self.shared_prefix = t.shared_prefix and not t.gradient_checkpointing
         self.prefix_group = cfg.algo.group_size if self.shared_prefix else None
+        self.ref_logprobs = (functools.partial(common.token_logprobs_shared_prefix, group_size=cfg.algo.group_size)
+                             if self.shared_prefix else common.token_logprobs)
         self.critic_opt = common.make_optimizer(self.critic.parameters(), c.lr, o.weight_decay, (o.beta1, o.beta2))
         self.critic_sched = common.make_scheduler(self.critic_opt, 0, cfg.train.steps * self._updates_per_step(),
                                                   o.schedule, o.min_lr_ratio)
@@ -269,9 +271,7 @@ class PPOTrainer(Trainer):
                 old_logp, entropy, old_values = (torch.cat(x) for x in zip(*parts))  # (N, T) each
             ref_logp = None
             if self.ref is not None:
-                ref_fn = (functools.partial(common.token_logprobs_shared_prefix, group_size=a.group_size)
-                          if self.shared_prefix else common.token_logprobs)
-                ref_logp = torch.cat([ref_fn(self.ref, batch.input_ids[s], batch.attention_mask[s], T,
+                ref_logp = torch.cat([self.ref_logprobs(self.ref, batch.input_ids[s], batch.attention_mask[s], T,
                                              cfg.rollout.temperature)[0]
                                       for s in self.micro_batches(N)])  # (N, T)
             reward_beta = 0.0 if p.kl_in_loss else a.beta
@@ -343,7 +343,8 @@ class PPOTrainer(Trainer):
                     nonfinite = True
                     continue
                 trained_tokens += sum(common.forward_tokens(batch.input_ids[idx[s]], batch.attention_mask[idx[s]], T,
-                                                            self.shared_prefix) for s in self.micro_batches(n))
+                                                            self.shared_prefix, a.group_size)
+                                      for s in self.micro_batches(n))
                 values = torch.cat(vals)  # (n, T)
                 if logps:
                     logp = torch.cat(logps)  # (n, T)
@@ -367,8 +368,8 @@ class PPOTrainer(Trainer):
         t_end = time.perf_counter()
 
         # FLOPs besides generation (counted by rl_row): the once-per-batch forwards and the updates.
-        total_seq = sum(common.forward_tokens(batch.input_ids[s], batch.attention_mask[s], T, self.shared_prefix)
-                        for s in self.micro_batches(N))  # tokens of one pass over the batch
+        total_seq = sum(common.forward_tokens(batch.input_ids[s], batch.attention_mask[s], T, self.shared_prefix,
+                                              a.group_size) for s in self.micro_batches(N))  # one pass over the batch
         # old log-probs and values (unless the first update's forward gave them), reference
         flops = forward_flops(self.n_params, total_seq) * ((first is None) + (self.ref is not None))
         if first is None:
