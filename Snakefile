@@ -5,6 +5,7 @@
 #   snakemake --cores all study_beta            # one study by name (any experiments/<name>.yaml)
 #   snakemake --cores all all_studies           # every study
 #   snakemake --cores all hpo                   # Optuna searches + best-vs-default reruns
+#   snakemake --cores all atlas                 # every study the claims need + the replication atlas
 #   snakemake --cores all report --config studies='[beta, temperature]'   # reports + index
 #   snakemake --profile configs/profiles/slurm ablations                  # on a SLURM cluster
 #
@@ -42,6 +43,7 @@ include: "workflow/rules/analyze.smk"
 
 localrules:
     ablations,
+    atlas,
     report,
     hpo,
     all_studies,
@@ -69,6 +71,13 @@ rule all_studies:
     """Every study in experiments/."""
     input:
         lambda wc: [report_path(s) for s in STUDY_FILES],
+
+
+rule atlas:
+    """The replication atlas: every study the claims of experiments/claims.yaml need (finished runs
+    are reused), their reports, and results/atlas/report.html with a verdict per claim."""
+    input:
+        f"{RESULTS}/atlas/report.html",
 
 
 rule hpo:

@@ -278,6 +278,29 @@ class Pipeline:
     def index_path(self) -> str:
         return f"{self.results}/index.html"
 
+    # ------------------------------------------------------------ the replication atlas
+    @property
+    def claims_path(self) -> str:
+        return f"{self.config['studies_dir'].rstrip('/')}/claims.yaml"
+
+    def atlas_studies(self) -> list[str]:
+        """The studies whose runs the claims' arms use (claims with `needs` are deferred)."""
+        from grpo_research.analysis.claims import ClaimsError, load_claims
+
+        try:
+            claims = load_claims(self.claims_path, self.config["studies_dir"])
+        except ClaimsError as e:
+            raise PipelineError(str(e)) from None
+        return sorted({a["study"] for c in claims if "needs" not in c for a in c["arms"]})
+
+    def atlas_args(self) -> list[Any]:
+        """Arguments of `grpo-research report atlas`: every atlas study's current runs only."""
+        args: list[Any] = ["--claims", self.claims_path, "--studies-dir", self.config["studies_dir"],
+                           "--runs", self.runs, "--out", f"{self.results}/atlas"]
+        for s in self.atlas_studies():
+            args += ["--include", f"{s}={','.join(self.study_runs(s))}"]
+        return args
+
     # ------------------------------------------------------------ HPO searches
     def _searches(self) -> dict[str, dict]:
         out: dict[str, dict] = {}

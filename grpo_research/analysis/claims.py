@@ -7,8 +7,7 @@ ids; the fields each kind needs (`difference`: `predicted`; `equivalence`: `marg
 `ordering`: three or more arms and no `predicted`); and, for every claim without `needs`, that
 each arm's study exists under `studies_dir` and has the variant (or is `base model`, the
 step-0 evaluation of the other arm's runs). The first problem is a `ClaimsError` naming the
-file, the claim and the field. Verdicts (`compare_paired` over the arms' seeds) come with the
-atlas target; not yet built.
+file, the claim and the field. Verdicts: grpo_research.analysis.atlas (`snakemake atlas`).
 """
 from __future__ import annotations
 

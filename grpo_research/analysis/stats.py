@@ -91,3 +91,79 @@ def compare_paired(a: Sequence[float], b: Sequence[float], level: float = LEVEL)
 
     half = float(student_t.ppf(0.5 + level / 2, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n)
     return mean, mean - half, mean + half
+
+
+# ---------------------------------------------------------------- one-sided tests, multiplicity, power
+# The atlas (grpo_research/analysis/atlas.py) turns each claim into one-sided tests of the mean
+# per-seed difference against a bound. At alpha = (1 - level) / 2 = 0.025 a test rejects exactly
+# when compare_paired's 95 % interval lies entirely on the claim's side of the bound, so a
+# claim's verdict and the interval printed beside it never disagree before multiplicity.
+ALPHA = (1.0 - LEVEL) / 2.0
+
+
+def p_above(d: Sequence[float], bound: float) -> float:
+    """One-sided p-value of H0: mean(d) <= bound against mean(d) > bound (Student-t, n - 1 dof).
+    Differences without spread (a deterministic metric such as model-state memory) give 0 when
+    their mean is above the bound and 1 otherwise; fewer than two values give nan."""
+    x = np.asarray(d, dtype=float)
+    if x.ndim != 1 or not np.isfinite(x).all():
+        raise ValueError("p_above needs a 1-d sequence of finite values")
+    if x.size < 2:
+        return math.nan
+    m, s = float(x.mean()), float(x.std(ddof=1))
+    if s == 0.0:
+        return 0.0 if m > bound else 1.0
+    from scipy.stats import t as student_t
+
+    return float(student_t.sf((m - bound) / (s / math.sqrt(x.size)), x.size - 1))
+
+
+def p_below(d: Sequence[float], bound: float) -> float:
+    """One-sided p-value of H0: mean(d) >= bound against mean(d) < bound (see `p_above`)."""
+    return p_above([-v for v in d], -bound)
+
+
+def benjamini_hochberg(p: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (step-up; Benjamini & Hochberg 1995): rejecting the
+    hypotheses whose adjusted value is <= q controls the false-discovery rate at q for
+    independent or positively dependent tests. nan stays nan and does not count in m."""
+    vals = np.asarray(p, dtype=float)
+    out = np.full(vals.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(vals))
+    m = ok.size
+    if m == 0:
+        return out.tolist()
+    order = ok[np.argsort(vals[ok], kind="stable")]  # indices of finite p, ascending
+    ranked = vals[order] * m / np.arange(1, m + 1)  # p_(i) * m / i
+    adjusted = np.minimum.accumulate(ranked[::-1])[::-1]  # monotone from the largest down
+    out[order] = np.minimum(adjusted, 1.0)
+    return out.tolist()
+
+
+def power_one_sided(n: int, distance: float, sd: float, alpha: float = ALPHA) -> float:
+    """Power of the one-sided paired t-test at level `alpha` over n seeds when the true mean
+    difference lies `distance` beyond the bound on the tested side and per-seed differences have
+    standard deviation `sd` (noncentral t with n - 1 dof, noncentrality distance sqrt(n) / sd)."""
+    if n < 2:
+        return 0.0
+    if sd <= 0:
+        return 1.0 if distance > 0 else 0.0
+    from scipy.stats import nct, t as student_t
+
+    crit = float(student_t.ppf(1 - alpha, n - 1))
+    return float(nct.sf(crit, n - 1, distance * math.sqrt(n) / sd))
+
+
+def seeds_for_power(distance: float, sd: float, power: float = 0.8, alpha: float = ALPHA, sides: int = 1,
+                    n_max: int = 1000) -> int | None:
+    """The smallest number of seeds (>= 2) at which a one-sided paired t-test at `alpha` has at
+    least `power` when the truth lies `distance` beyond the bound (`power_one_sided`). `sides`=2:
+    two such tests must both reject (an equivalence's TOST with the truth at the centre; bounded
+    by 1 - 2 (1 - power of one)). None when even `n_max` seeds do not reach it."""
+    if distance <= 0:
+        return None
+    for n in range(2, n_max + 1):
+        one = power_one_sided(n, distance, sd, alpha)
+        if (one if sides == 1 else 1.0 - 2.0 * (1.0 - one)) >= power:
+            return n
+    return None

@@ -7,6 +7,8 @@
     grpo-research report plot --out results/S
     grpo-research report render --out results/S [--extra "HEADING=DIR"] [--extra-text "NAME=FILE"]
     grpo-research report index --results results [--out results/index.html]
+    grpo-research report atlas --claims experiments/claims.yaml --runs runs --out results/atlas
+                         [--studies-dir experiments] [--include STUDY=id,id,...]
 
 `study` runs aggregate, plot and render in one process. Everything is computed from the run
 directories under --runs.
@@ -103,6 +105,29 @@ def cmd_study(args: argparse.Namespace) -> int:
     return cmd_aggregate(args) or cmd_plot(args) or cmd_render(args)
 
 
+def cmd_atlas(args: argparse.Namespace) -> int:
+    from grpo_research.analysis.atlas_report import write_atlas
+    from grpo_research.files import check_output_dir
+
+    if not Path(args.runs).is_dir():
+        raise UsageError(f"--runs {args.runs}: no such directory")
+    if not Path(args.claims).is_file():
+        raise UsageError(f"--claims {args.claims}: no such file")
+    check_output_dir(args.out, [args.runs])
+    include: dict[str, list[str]] = {}
+    for item in args.include or []:
+        study, sep, ids = item.partition("=")
+        if not sep or not study:
+            raise UsageError(f"--include {item!r}: expected STUDY=run_id,run_id,...")
+        include[study] = _names(ids)
+    table = write_atlas(args.claims, args.studies_dir or Path(args.claims).parent, args.runs, args.out,
+                        include=include or None, improvement=not args.no_improvement)
+    counts = table["verdict"].value_counts()
+    print(f"atlas: {len(table)} claims (" + ", ".join(f"{counts.get(v, 0)} {v}" for v in
+          ("reproduced", "contradicted", "inconclusive", "deferred")) + f") -> {Path(args.out) / 'report.html'}")
+    return 0
+
+
 def build_parser() -> Parser:
     p = Parser(prog="grpo-research report", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -129,6 +154,14 @@ def build_parser() -> Parser:
     i.add_argument("--results", required=True)
     i.add_argument("--out")
     i.set_defaults(func=cmd_index)
+    a = sub.add_parser("atlas", help="the replication atlas: a verdict for every claim of the claims file")
+    a.add_argument("--claims", required=True, help="the claims file, e.g. experiments/claims.yaml")
+    a.add_argument("--studies-dir", help="the study files the claims name (default: the claims file's folder)")
+    a.add_argument("--runs", required=True, help="the runs dir holding runs/<study>/<run_id>/")
+    a.add_argument("--out", required=True, help="e.g. results/atlas")
+    a.add_argument("--include", action="append", help="STUDY=run_id,...: only these runs of STUDY (repeatable)")
+    a.add_argument("--no-improvement", action="store_true", help="skip rliable's probability of improvement")
+    a.set_defaults(func=cmd_atlas)
     return p
 
 

@@ -51,3 +51,26 @@ rule render_index:
         runtime=RES["analyze"]["runtime"],
     shell:
         "{params.cli} report index --results {params.results} --out {output} > {log} 2>&1"
+
+
+rule report_atlas:
+    """The replication atlas: every claim of <studies_dir>/claims.yaml tested on its studies' runs
+    (results/atlas/report.html, atlas.csv, atlas.md); the studies' reports come first, so their
+    runs and evaluations are finished."""
+    input:
+        claims=P.claims_path,
+        reports=lambda wc: [report_path(s) for s in atlas_studies()],
+    output:
+        report=f"{RESULTS}/atlas/report.html",
+        csv=f"{RESULTS}/atlas/atlas.csv",
+        md=f"{RESULTS}/atlas/atlas.md",
+    log:
+        f"{LOGS}/report_atlas.log",
+    params:
+        cli=CLI,
+        args=lambda wc: atlas_args(),
+    resources:
+        mem_mb=RES["analyze"]["mem_mb"],
+        runtime=RES["analyze"]["runtime"],
+    shell:
+        "{params.cli} report atlas {params.args} > {log} 2>&1"

@@ -41,6 +41,7 @@ study = planned(P.study)
 default_studies = planned(P.default_studies)
 selected_studies = planned(P.selected_studies)
 search_model = P.search_model
+atlas_studies = planned(P.atlas_studies)
 wall_inputs = planned(P.wall_inputs)
 train_threads = planned(P.train_threads)
 
@@ -85,6 +86,11 @@ def rerun_args(wc):
 @planned
 def report_args(wc):
     return q(P.report_args(wc.study))
+
+
+@planned
+def atlas_args():
+    return q(P.atlas_args())
 
 
 @planned

@@ -1,0 +1,368 @@
+"""The replication atlas (issue 17): every claim of `experiments/claims.yaml` tested on the runs of
+its arms, with a verdict whose error rate is known.
+
+For each claim (`claim_row`):
+- **values**: one number per arm and seed (`metric_value`): `heldout` / `heldout_ood` the
+  trainer's last held-out evaluation; a benchmark entry (`arith`, `arith_pass64`) its pass@1 from
+  the run's eval file, `entry:pass@K` / `entry:maj@K` that k; `train:KEY` the mean of KEY over
+  the run's training steps. The arm `base model` is each run's own step-0 evaluation for
+  `heldout`/`heldout_ood` (paired with the other arm's run of the same seed), and the study's
+  one base-model evaluation (`<runs>/<study>/_base_model/eval/`) for a benchmark entry: a
+  constant, so its own evaluation noise is not in the interval (said in the row's note).
+- **effect**: the mean over common seeds of d = a - ratio x b (ratio 1 unless the claim sets it),
+  with `stats.compare_paired`'s 95 % Student-t interval; an ordering reports its smallest step.
+- **tests**: two one-sided p-values at alpha = 0.025 (`stats.p_above`/`p_below`), which reject
+  exactly when that 95 % interval lies beyond the bound: `p_claim` (the claim as registered)
+  and `p_contra` (its negation at the smallest effect that matters, delta):
+
+  | kind / predicted | reproduced when | contradicted when |
+  |---|---|---|
+  | greater | d > 0 | d < delta (no effect as large as delta; a reversed sign included) |
+  | less | d < 0 | d > -delta |
+  | not_greater | d < delta | d > delta |
+  | not_less | d > -delta | d < -delta |
+  | equivalence (margin M) | -M < d < M (two one-sided tests) | d > M or d < -M |
+  | ordering a1 < a2 < ... | every step a(i+1) - a(i) > 0 (intersection-union: the largest p) | some step < delta (Bonferroni over steps) |
+
+- **multiplicity**: Benjamini-Hochberg across the atlas, separately for the `p_claim` and the
+  `p_contra` family (`stats.benjamini_hochberg`); a verdict needs an adjusted p <= 0.025, so the
+  expected share of false "reproduced" (and of false "contradicted") verdicts is at most 2.5 %.
+  The unadjusted verdict (the interval alone) is kept beside it (`verdict_unadjusted`).
+- **seeds needed** (`seeds_needed`, for an inconclusive claim): from the spread of the per-seed
+  differences seen so far, the seeds at which its test has 80 % power when the truth sits at the
+  planning point (greater/less: delta; not_greater/not_less and equivalence: 0). Those seeds are
+  for a new, fixed set of runs in which the present ones are pilots, not for adding seeds to
+  these runs and testing again (optional stopping); a spread from 3 seeds is itself uncertain.
+- **evaluation noise**: for accuracies, the binomial variance of each arm's evaluation over its
+  problems, p(1 - p) / N, summed over the arms, as a share of the variance of the differences.
+  An upper bound: arms evaluated on the same problems share that noise in part.
+- **probability of improvement** (rliable, Agarwal et al. 2021, arXiv 2108.13264): P(a > b) over
+  run pairs with its stratified-bootstrap interval, descriptive only (a bootstrap over 3 seeds is
+  too narrow; the verdict is the paired t above).
+
+Pre-registration: the commit that last changed the claims file and its date
+(`claims_commit`), and per claim the creation time of the first run of its arms: the report says
+whether every run is younger than the committed claims.
+
+Departure: claims with `needs` (their arms are not run by any study) are listed as deferred.
+"""
+from __future__ import annotations
+
+import math
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from grpo_research.analysis.aggregate import TRAINER_HELDOUT, TRAINER_OOD, run_scores
+from grpo_research.analysis.load import Run
+from grpo_research.analysis.stats import ALPHA, LEVEL, benjamini_hochberg, compare_paired, p_above, p_below, seeds_for_power
+from grpo_research.errors import UsageError
+
+BASE_ARM = "base model"
+POWER = 0.8
+ACCURACY = "accuracy"  # metrics in [0, 1], shown in points
+UNITS = {"cost/model_state_mb": "MiB", "cost/peak_mem_mb": "MiB", "entropy": "nats", "kl": "nats",
+         "completion_len": "tokens", "completion_len/incorrect": "tokens", "completion_len/correct": "tokens",
+         "frac_zero_std": "share of groups", "step_s": "s"}
+VERDICTS = ("reproduced", "contradicted", "inconclusive", "deferred")
+
+
+# ---------------------------------------------------------------- metric values
+@dataclass
+class ArmValues:
+    """One arm's values by seed (`one_model`: the same base-model value stands for every seed)."""
+
+    label: str
+    values: dict[int, float]
+    n_problems: dict[int, int] = field(default_factory=dict)  # accuracies: problems behind each value
+    one_model: bool = False
+    created: list[float] = field(default_factory=list)  # creation times (s since epoch) of the runs
+
+
+def metric_unit(metric: str) -> str:
+    """`accuracy` for metrics in [0, 1] read as points; else the training metric's unit."""
+    if metric.startswith("train:"):
+        return UNITS.get(metric[len("train:"):], "metric units")
+    return ACCURACY
+
+
+def _bench_value(summary: dict[str, Any], entry: str, which: str | None) -> tuple[float | None, int | None]:
+    n = summary.get("n_problems")
+    if which is None:
+        return summary.get("pass@1"), n
+    kind, _, k = which.partition("@")
+    table = summary.get(f"{kind}@k") or {}
+    cell = table.get(k)
+    return (cell.get("value") if isinstance(cell, dict) else None), n
+
+
+def metric_value(run: Run, metric: str) -> tuple[float | None, int | None]:
+    """(value, problems behind it or None) of `metric` for a finished run (see the module docstring)."""
+    if metric in ("heldout", "heldout_ood"):
+        label = TRAINER_HELDOUT if metric == "heldout" else TRAINER_OOD
+        return run_scores(run).get(label), (run.config.get("train") or {}).get("eval_size")
+    if metric.startswith("train:"):
+        key = metric[len("train:"):]
+        xs = [r[key] for r in run.train if r.get(key) is not None]
+        return (float(np.mean(xs)) if xs else None), None
+    entry, _, which = metric.partition(":")
+    summary = run.benchmarks.get(entry)
+    if summary is None:
+        return None, None
+    return _bench_value(summary, entry, which or None)
+
+
+def base_value(run: Run, metric: str) -> float | None:
+    """The base model's value paired with `run`: its own step-0 evaluation (heldout, heldout_ood)."""
+    key = {"heldout": "eval/accuracy", "heldout_ood": "eval/accuracy_ood"}.get(metric)
+    if key is None:
+        raise UsageError(f"metric {metric!r} has no base-model value per run (use heldout, heldout_ood or a "
+                         "benchmark entry the study evaluates the base model on)")
+    first = run.evals[0] if run.evals else None
+    return first.get(key) if first is not None and first.get("step") == 0 else None
+
+
+def _created(run: Run) -> float | None:
+    f = run.path / "config.yaml"
+    return f.stat().st_mtime if f.exists() else None
+
+
+def arm_values(arm: dict[str, str], other: dict[str, str] | None, metric: str, runs: dict[str, list[Run]],
+               bases: dict[str, Run | None]) -> ArmValues:
+    """An arm's values by seed. `runs`: study -> its finished runs; `bases`: study -> its base-model
+    evaluations (or None). `other`: the claim's other arm (what `base model` pairs with)."""
+    study, variant = arm["study"], arm["variant"]
+    label = f"{study}/{variant}"
+    if variant != BASE_ARM:
+        vals, ns, created = {}, {}, []
+        for r in runs.get(study, []):
+            if r.variant != variant or r.seed is None:
+                continue
+            v, n = metric_value(r, metric)
+            if v is not None:
+                vals[r.seed] = float(v)
+                if n:
+                    ns[r.seed] = int(n)
+                created += [t for t in [_created(r)] if t is not None]
+        return ArmValues(label, vals, ns, created=created)
+    if other is None:
+        raise UsageError(f"{label}: a `base model` arm needs another arm to pair with")
+    entry = metric.partition(":")[0]
+    if metric in ("heldout", "heldout_ood"):
+        partner = arm_values(other, None, metric, runs, bases)
+        vals, ns = {}, {}
+        for r in runs.get(other["study"], []):
+            if r.variant == other["variant"] and r.seed in partner.values:
+                v = base_value(r, metric)
+                if v is not None:
+                    vals[r.seed] = float(v)
+                    n = (r.config.get("train") or {}).get("eval_size")
+                    if n:
+                        ns[r.seed] = int(n)
+        return ArmValues(label, vals, ns)
+    base = bases.get(study)
+    if base is None or entry not in base.benchmarks:
+        return ArmValues(label, {}, one_model=True)
+    v, n = _bench_value(base.benchmarks[entry], entry, metric.partition(":")[2] or None)
+    if v is None:
+        return ArmValues(label, {}, one_model=True)
+    partner = arm_values(other, None, metric, runs, bases)
+    return ArmValues(label, {s: float(v) for s in partner.values}, {s: int(n) for s in partner.values} if n else {},
+                     one_model=True)
+
+
+# ---------------------------------------------------------------- one claim
+def _paired(a: ArmValues, b: ArmValues, ratio: float = 1.0) -> tuple[list[int], np.ndarray]:
+    seeds = sorted(set(a.values) & set(b.values))
+    return seeds, np.array([a.values[s] - ratio * b.values[s] for s in seeds], dtype=float)
+
+
+def _tests(kind: str, predicted: str | None, d: np.ndarray, delta: float, margin: float | None) -> tuple[float, float]:
+    """(p_claim, p_contra) of a two-arm claim on differences `d` (table of the module docstring)."""
+    if kind == "equivalence":
+        return (max(p_above(d, -margin), p_below(d, margin)), min(p_above(d, margin), p_below(d, -margin)))
+    return {
+        "greater": lambda: (p_above(d, 0.0), p_below(d, delta)),
+        "less": lambda: (p_below(d, 0.0), p_above(d, -delta)),
+        "not_greater": lambda: (p_below(d, delta), p_above(d, delta)),
+        "not_less": lambda: (p_above(d, -delta), p_below(d, -delta)),
+    }[predicted]()
+
+
+def _plan(kind: str, predicted: str | None, d: np.ndarray, delta: float, margin: float | None) -> int | None:
+    """Seeds for 80 % power at the claim's planning point, from the spread of `d` (None: < 2 seeds)."""
+    if d.size < 2:
+        return None
+    sd = float(d.std(ddof=1))
+    if kind == "equivalence":
+        return seeds_for_power(margin, sd, POWER, sides=2)
+    return seeds_for_power(delta, sd, POWER)
+
+
+def _eval_noise_share(arms: list[ArmValues], seeds: list[int], d: np.ndarray) -> float | None:
+    """Binomial evaluation variance of the arms over the variance of the differences (upper bound)."""
+    if d.size < 2 or any(not a.n_problems for a in arms):
+        return None
+    var_d = float(d.var(ddof=1))
+    noise = 0.0
+    for a in arms:
+        for s in seeds:
+            p, n = a.values[s], a.n_problems.get(s)
+            if not n:
+                return None
+            noise += p * (1 - p) / n / len(seeds)
+    return math.inf if var_d == 0 else noise / var_d
+
+
+def probability_of_improvement(a: list[float], b: list[float], reps: int = 2000, seed: int = 0):
+    """(P(a > b), low, high): rliable's probability of improvement over run pairs (ties count half;
+    `rliable.metrics.probability_of_improvement`) with its 95 % percentile interval from an
+    independent-samples bootstrap of the two arms' runs; descriptive.
+
+    rliable computes that interval with `library.get_interval_estimates`, a stratified bootstrap
+    over tasks built on arch's `IndependentSamplesBootstrap`; with one task the stratification is
+    empty, so this calls arch's class directly: rliable 1.2 passes `random_state`, which arch 8
+    no longer takes, and arch 7 does not import under pandas 3."""
+    from arch.bootstrap import IndependentSamplesBootstrap
+    from rliable import metrics
+
+    x, y = np.asarray(a, dtype=float)[:, None], np.asarray(b, dtype=float)[:, None]  # (runs, tasks=1)
+
+    def poi(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+        return np.array([metrics.probability_of_improvement(xs, ys)])
+
+    low, high = IndependentSamplesBootstrap(x, y, seed=seed).conf_int(poi, reps=reps, method="percentile")[:, 0]
+    return float(poi(x, y)[0]), float(low), float(high)
+
+
+def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str, Run | None],
+              improvement: bool = True) -> dict[str, Any]:
+    """Everything the atlas says about one claim before multiplicity (see the module docstring)."""
+    metric, kind, predicted = claim["metric"], claim["kind"], claim.get("predicted")
+    delta, margin, ratio = float(claim["smallest_effect"]), claim.get("margin"), float(claim.get("ratio", 1.0))
+    arms = claim["arms"]
+    row: dict[str, Any] = {
+        "id": claim["id"], "claim": claim["claim"], "arxiv": (claim.get("source") or {}).get("arxiv"),
+        "kind": kind if kind != "difference" else f"difference ({predicted})", "metric": metric,
+        "unit": metric_unit(metric), "budget": claim["budget"], "setting": claim["setting"],
+        "arms": " | ".join(f"{a['study']}/{a['variant']}" for a in arms), "smallest_effect": delta,
+        "margin": margin, "ratio": claim.get("ratio"), "n_seeds": 0, "effect": math.nan, "low": math.nan,
+        "high": math.nan, "p_claim": math.nan, "p_contra": math.nan, "seeds_needed": None,
+        "eval_noise_share": None, "p_improvement": math.nan, "p_improvement_low": math.nan,
+        "p_improvement_high": math.nan, "first_run_created": None, "note": "",
+    }
+    if "needs" in claim:
+        row.update(verdict="deferred", note=f"needs {claim['needs']}")
+        return row
+    notes = []
+    if kind == "ordering":
+        values = [arm_values(a, None, metric, runs, bases) for a in arms]
+        steps = []
+        for lo, hi in zip(values, values[1:]):
+            seeds, d = _paired(hi, lo)
+            steps.append((seeds, d, hi, lo))
+        n = min(d.size for _, d, _, _ in steps)
+        row["n_seeds"] = n
+        if n < 2:
+            row.update(verdict="inconclusive", note="fewer than 2 seeds common to the arms")
+            return row
+        p_claims = [p_above(d, 0.0) for _, d, _, _ in steps]
+        p_contras = [p_below(d, delta) for _, d, _, _ in steps]
+        worst = int(np.argmax(p_claims))
+        seeds, d, hi, lo = steps[worst]
+        mean, low, high = compare_paired(d, np.zeros_like(d))
+        plans = [_plan("difference", "greater", d_, delta, None) for _, d_, _, _ in steps]
+        row.update(effect=mean, low=low, high=high, p_claim=max(p_claims),
+                   p_contra=min(1.0, (len(steps)) * min(p_contras)),
+                   seeds_needed=None if any(p is None for p in plans) else max(plans),
+                   eval_noise_share=_eval_noise_share([hi, lo], seeds, d))
+        notes.append(f"effect: the weakest step, {hi.label} - {lo.label}")
+        row["first_run_created"] = min((t for v in values for t in v.created), default=None)
+        return {**row, "note": "; ".join(notes)}
+    a = arm_values(arms[0], arms[1], metric, runs, bases)
+    b = arm_values(arms[1], arms[0], metric, runs, bases)
+    seeds, d = _paired(a, b, ratio)
+    row["n_seeds"] = len(seeds)
+    row["first_run_created"] = min(a.created + b.created, default=None)
+    if any(v.one_model for v in (a, b)):
+        notes.append("base model: one evaluation, its noise not in the interval")
+    if ratio != 1.0:
+        notes.append(f"per seed a - {ratio:g} x b")
+    if len(seeds) < 2:
+        row.update(verdict="inconclusive", note="; ".join(notes + ["fewer than 2 seeds common to the arms"]))
+        return row
+    mean, low, high = compare_paired(d, np.zeros_like(d))
+    p_claim, p_contra = _tests(kind, predicted, d, delta, margin)
+    row.update(effect=mean, low=low, high=high, p_claim=p_claim, p_contra=p_contra,
+               seeds_needed=_plan(kind, predicted, d, delta, margin), eval_noise_share=_eval_noise_share([a, b], seeds, d))
+    if improvement and not any(v.one_model for v in (a, b)):
+        row["p_improvement"], row["p_improvement_low"], row["p_improvement_high"] = probability_of_improvement(
+            [a.values[s] for s in seeds], [ratio * b.values[s] for s in seeds])
+    row["note"] = "; ".join(notes)
+    return row
+
+
+# ---------------------------------------------------------------- the atlas
+def verdicts(rows: list[dict[str, Any]], alpha: float = ALPHA) -> pd.DataFrame:
+    """The rows with Benjamini-Hochberg adjusted p-values and verdicts (see the module docstring)."""
+    table = pd.DataFrame(rows)
+    tested = table["verdict"].isna() if "verdict" in table else pd.Series(True, index=table.index)
+    if "verdict" not in table:
+        table["verdict"] = None
+    for col in ("p_claim", "p_contra"):
+        adj = benjamini_hochberg([p if t else math.nan for p, t in zip(table[col], tested)])
+        table[f"{col}_adjusted"] = adj
+    out_v, out_u = [], []
+    for _, r in table.iterrows():
+        if r["verdict"] is not None and not (isinstance(r["verdict"], float) and math.isnan(r["verdict"])):
+            out_v.append(r["verdict"])
+            out_u.append(r["verdict"])
+            continue
+        out_v.append(_verdict(r["p_claim_adjusted"], r["p_contra_adjusted"], alpha))
+        out_u.append(_verdict(r["p_claim"], r["p_contra"], alpha))
+    table["verdict"] = out_v
+    table["verdict_unadjusted"] = out_u
+    table.loc[table["verdict"] != "inconclusive", "seeds_needed"] = None
+    both = (table["p_claim_adjusted"] <= alpha) & (table["p_contra_adjusted"] <= alpha)
+    table.loc[both, "note"] = [("; ".join([n, "shown, but smaller than the smallest effect that matters"])).lstrip("; ")
+                               for n in table.loc[both, "note"]]
+    return table
+
+
+def _verdict(p_claim: float, p_contra: float, alpha: float) -> str:
+    if isinstance(p_claim, float) and math.isnan(p_claim):
+        return "inconclusive"
+    if p_claim <= alpha:
+        return "reproduced"
+    if p_contra <= alpha:
+        return "contradicted"
+    return "inconclusive"
+
+
+def claims_commit(path: str | Path) -> dict[str, Any]:
+    """The commit that last changed the claims file: {commit, date, dirty} (None where unknown)."""
+    path = Path(path).resolve()
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=path.parent, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    line = git("log", "-1", "--format=%H %cI %ct", "--", path.name)
+    if not line:
+        return {"commit": None, "date": None, "time": None, "dirty": None}
+    commit, date, ts = line.split()
+    dirty = git("status", "--porcelain", "--", path.name)
+    return {"commit": commit, "date": date, "time": float(ts), "dirty": bool(dirty)}
+
+
+def build_atlas(claims: list[dict[str, Any]], runs: dict[str, list[Run]], bases: dict[str, Run | None],
+                improvement: bool = True) -> pd.DataFrame:
+    """One row per claim: effect, interval, tests, adjusted verdict, seeds needed, notes."""
+    return verdicts([claim_row(c, runs, bases, improvement) for c in claims])

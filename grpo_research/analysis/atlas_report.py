@@ -1,0 +1,234 @@
+"""The atlas's outputs: `atlas.csv`, `atlas.md`, a forest plot and a self-contained `report.html`
+(`write_atlas`), from the claims file and the studies' run dirs (grpo_research.analysis.atlas
+computes every number; this module loads the runs and writes them down)."""
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from grpo_research.analysis.atlas import ACCURACY, ALPHA, POWER, build_atlas, claims_commit
+from grpo_research.errors import UsageError
+from grpo_research.files import write_text_atomic
+
+AA_NOTE = ("A/A calibration of the paired Student-t interval (benchmarks/aa_calibration.py, benchmarks/RESULTS.md, "
+           "2026-12-03): on 30 GRPO seeds of one configuration split at random into two arms, it declared a "
+           "difference 4.74 / 4.61 / 5.08 % of the time at 3 / 5 / 10 seeds per arm (nominal 5 %, two-sided; "
+           "the percentile bootstrap the reports used before: 24.13 / 16.68 / 10.33 %).")
+COLUMNS = ["id", "verdict", "effect", "low", "high", "unit", "n_seeds", "seeds_needed", "kind", "metric", "budget",
+           "arms", "smallest_effect", "margin", "ratio", "p_claim", "p_claim_adjusted", "p_contra",
+           "p_contra_adjusted", "verdict_unadjusted", "eval_noise_share", "p_improvement", "p_improvement_low",
+           "p_improvement_high", "first_run_created", "preregistered", "arxiv", "setting", "claim", "note"]
+
+
+def load_inputs(claims_path: str | Path, studies_dir: str | Path, runs_dir: str | Path,
+                include: dict[str, list[str]] | None = None):
+    """(claims, runs by study, base-model evaluations by study) for the studies the claims name.
+    `include`: study -> its run ids (the pipeline's; other dirs under runs/<study>/ are left out);
+    without it every finished run of the study's dir."""
+    from grpo_research.analysis.claims import load_claims
+    from grpo_research.analysis.load import load_study_runs
+    from grpo_research.analysis.study import base_model_run
+
+    claims = load_claims(claims_path, studies_dir)
+    studies = sorted({a["study"] for c in claims if "needs" not in c for a in c["arms"]})
+    runs, bases = {}, {}
+    for s in studies:
+        d = Path(runs_dir) / s
+        found = load_study_runs(d) if d.is_dir() else []
+        if include and s in include:
+            keep = set(include[s])
+            found = [r for r in found if r.run_id in keep]
+        runs[s] = found
+        bases[s] = base_model_run(d) if d.is_dir() else None
+    return claims, runs, bases
+
+
+def _num(v: Any, unit: str, signed: bool = True) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    if unit == ACCURACY:
+        return f"{100 * v:+.1f}" if signed else f"{100 * v:.1f}"
+    return f"{v:+.3g}" if signed else f"{v:.3g}"
+
+
+def unit_label(unit: str) -> str:
+    return "points" if unit == ACCURACY else unit
+
+
+def effect_text(r: dict[str, Any]) -> str:
+    if r["verdict"] == "deferred" or r["n_seeds"] < 2:
+        return "n/a"
+    return f"{_num(r['effect'], r['unit'])} [{_num(r['low'], r['unit'])}, {_num(r['high'], r['unit'])}] {unit_label(r['unit'])}"
+
+
+def bound_text(r: dict[str, Any]) -> str:
+    unit = r["unit"]
+    if r["kind"] == "equivalence":
+        return f"margin ±{_num(r['margin'], unit, False)} {unit_label(unit)}"
+    return f"smallest effect {_num(r['smallest_effect'], unit, False)} {unit_label(unit)}"
+
+
+def _when(ts: Any) -> str:
+    if ts is None or (isinstance(ts, float) and math.isnan(ts)):
+        return "n/a"
+    return _dt.datetime.fromtimestamp(float(ts), _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def with_preregistration(table: pd.DataFrame, commit: dict[str, Any]) -> pd.DataFrame:
+    """`preregistered`: yes when the committed, unmodified claims file predates every run of the
+    claim's arms (run dirs' config.yaml times); no, or unknown outside a git checkout."""
+    out = []
+    for _, r in table.iterrows():
+        first = r["first_run_created"]
+        if commit.get("time") is None:
+            out.append("unknown (no git history)")
+        elif commit.get("dirty"):
+            out.append("no (claims file has uncommitted changes)")
+        elif first is None or (isinstance(first, float) and math.isnan(first)):
+            out.append("n/a")
+        else:
+            out.append("yes" if commit["time"] < first else "no (a run is older than the claims commit)")
+    table = table.copy()
+    table["preregistered"] = out
+    return table
+
+
+def atlas_markdown(table: pd.DataFrame, commit: dict[str, Any]) -> str:
+    counts = table["verdict"].value_counts()
+    lines = [f"# The replication atlas: {len(table)} claims", "",
+             ", ".join(f"{counts.get(v, 0)} {v}" for v in ("reproduced", "contradicted", "inconclusive", "deferred"))
+             + ".", "",
+             f"Claims file committed at `{commit.get('commit') or 'unknown'}` ({commit.get('date') or 'n/a'})"
+             + (" with uncommitted changes" if commit.get("dirty") else "") + ".", "",
+             "| claim | verdict | effect [95 % interval] | n | seeds for 80 % power | bound | arms | metric |",
+             "|---|---|---|---|---|---|---|---|"]
+    for _, r in table.iterrows():
+        need = "" if pd.isna(r["seeds_needed"]) or r["seeds_needed"] is None else str(int(r["seeds_needed"]))
+        lines.append(f"| {r['id']} | {r['verdict']} | {effect_text(r)} | {r['n_seeds']} | {need} | {bound_text(r)} | "
+                     f"{r['arms']} | {r['metric']} |")
+    lines += ["", method_text(), ""]
+    return "\n".join(lines) + "\n"
+
+
+def method_text() -> str:
+    return (f"Effect: mean over seeds of the per-seed difference of the arms (first minus second; an ordering: its "
+            f"weakest step), with the 95 % Student-t interval of grpo_research.analysis.stats.compare_paired. "
+            f"Verdicts: one-sided t-tests at {ALPHA} of the claim and of its negation at the smallest effect that "
+            f"matters, Benjamini-Hochberg adjusted across the atlas (each family), so at most {100 * ALPHA:.1f} % of "
+            f"the 'reproduced' (and of the 'contradicted') verdicts are expected to be false. Seeds for "
+            f"{100 * POWER:.0f} % power: from the spread of the present seeds, for a new fixed set of runs in which "
+            f"these are pilots (adding seeds to these runs and testing again would be optional stopping). "
+            + AA_NOTE)
+
+
+def plot_forest(table: pd.DataFrame, path: Path) -> Path | None:
+    """Effect and interval of every tested claim in units of its bound (smallest effect or margin),
+    coloured by verdict."""
+    from grpo_research.analysis.plots import _plt
+
+    rows = table[(table["verdict"] != "deferred") & table["effect"].notna()]
+    if rows.empty:
+        return None
+    plt = _plt()
+    colors = {"reproduced": "#2a7d2a", "contradicted": "#b22222", "inconclusive": "#777777"}
+    fig, ax = plt.subplots(figsize=(9.5, 0.42 * len(rows) + 1.6))
+    for i, (_, r) in enumerate(rows.iloc[::-1].iterrows()):
+        scale = float(r["margin"] if r["kind"] == "equivalence" else r["smallest_effect"])
+        e, lo, hi = (float(r[k]) / scale for k in ("effect", "low", "high"))
+        c = colors[r["verdict"]]
+        if not math.isnan(lo):
+            ax.plot([lo, hi], [i, i], color=c, linewidth=2.2)
+        ax.plot([e], [i], marker="o", color=c, markersize=6)
+    ax.axvline(0, color="black", linewidth=0.8)
+    for x in (-1, 1):
+        ax.axvline(x, color="black", linewidth=0.8, linestyle=":")
+    ax.set_yticks(range(len(rows)), list(rows["id"].iloc[::-1]), fontsize=9)
+    ax.set_xlabel("effect (first arm minus second, per seed) in units of the claim's smallest effect or margin")
+    ax.set_title("Replication atlas: mean paired difference with 95 % Student-t interval", fontsize=10)
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=c, marker="o", label=v) for v, c in colors.items()]
+    handles.append(Line2D([], [], color="black", linestyle=":", label="± smallest effect / margin"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def atlas_html(table: pd.DataFrame, commit: dict[str, Any], forest: Path | None) -> str:
+    from grpo_research.analysis.report import CSS, _table, figure
+
+    counts = table["verdict"].value_counts()
+    parts = ["<!DOCTYPE html><html lang=en><head><meta charset=utf-8><meta name=viewport "
+             "content='width=device-width, initial-scale=1'><title>Replication atlas</title>"
+             f"<style>{CSS} .reproduced{{color:#2a7d2a;font-weight:bold}} .contradicted{{color:#b22222;"
+             "font-weight:bold}} .inconclusive{color:#555} .wrap{overflow-x:auto} td.l{max-width:28em}</style>"
+             "</head><body><h1>Replication atlas</h1>"]
+    parts.append(f"<p>{len(table)} published claims, each tested on its arms' runs, paired by seed: "
+                 + ", ".join(f"<b>{counts.get(v, 0)}</b> {v}" for v in ("reproduced", "contradicted", "inconclusive",
+                                                                       "deferred")) + ".</p>")
+    c = commit.get("commit")
+    parts.append("<p class=muted>Claims file (<code>experiments/claims.yaml</code>) committed at "
+                 f"<code>{html.escape(c or 'unknown')}</code> on {html.escape(commit.get('date') or 'n/a')}"
+                 + (" <b>with uncommitted changes</b>" if commit.get("dirty") else "")
+                 + "; the column <i>pre-registered</i> says whether every run of a claim's arms was created after "
+                 "that commit (run directories' creation times). Generated "
+                 + _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + ".</p>")
+    if forest is not None:
+        parts.append(figure(forest, "Each claim's effect with its 95 % interval, divided by its smallest effect "
+                                    "(or equivalence margin): dotted lines at ±1; colour: the verdict."))
+    headers = ["claim", "verdict", "effect [95 % interval]", "n seeds", "seeds for 80 % power", "bound",
+               "p (claim / negation), BH-adjusted", "eval-noise share of the variance", "P(first > second) [95 %]",
+               "pre-registered", "arms", "metric, budget", "source", "note"]
+    rows, classes = [], []
+    for _, r in table.iterrows():
+        need = "" if pd.isna(r["seeds_needed"]) or r["seeds_needed"] is None else str(int(r["seeds_needed"]))
+        p = ("n/a" if pd.isna(r["p_claim_adjusted"]) else f"{r['p_claim_adjusted']:.3g} / {r['p_contra_adjusted']:.3g}")
+        noise = r["eval_noise_share"]
+        noise = "n/a" if noise is None or pd.isna(noise) else ("≥ 100 %" if noise >= 1 else f"≤ {100 * noise:.0f} %")
+        poi = ("n/a" if pd.isna(r["p_improvement"]) else
+               f"{r['p_improvement']:.2f} [{r['p_improvement_low']:.2f}, {r['p_improvement_high']:.2f}]")
+        src = (f"arXiv <a href='https://arxiv.org/abs/{r['arxiv']}'>{r['arxiv']}</a>" if r["arxiv"] else "none pinned")
+        verdict = r["verdict"] + ("" if r["verdict_unadjusted"] == r["verdict"] else
+                                  f" <span class=muted>(unadjusted: {r['verdict_unadjusted']})</span>")
+        rows.append([f"<b>{html.escape(r['id'])}</b><br><span class=muted>{html.escape(r['claim'])}</span>",
+                     f"<span class={r['verdict']}>{verdict}</span>", html.escape(effect_text(r)), str(r["n_seeds"]),
+                     need, html.escape(bound_text(r)), p, noise, poi, html.escape(str(r["preregistered"])),
+                     html.escape(r["arms"]).replace(" | ", "<br>"),
+                     f"{html.escape(r['metric'])}<br>{html.escape(r['budget'])}", src, html.escape(str(r["note"] or "")).replace("; ", "<br>")])
+        classes.append(["l", "l", "", "", "", "l", "", "", "", "l", "l", "l", "l", "l"])
+    parts.append("<h2>Claims</h2><div class=wrap>" + _table(headers, rows, classes) + "</div>")
+    parts.append(f"<h2>Method</h2><p>{html.escape(method_text())}</p>")
+    parts.append("<p class=muted>Eval-noise share: the binomial variance of each arm's evaluation over its "
+                 "problems, p(1-p)/N, summed over the arms, divided by the variance of the per-seed differences; an "
+                 "upper bound (arms evaluated on the same problems share part of it). P(first > second): rliable's "
+                 "probability of improvement over run pairs with its stratified-bootstrap interval (arXiv "
+                 "2108.13264), descriptive: a bootstrap over 3 seeds is too narrow to decide anything. The base "
+                 "model as an arm: each run's own step-0 evaluation (held-out metrics) or the study's one "
+                 "base-model evaluation (a benchmark entry: a constant, its own noise not in the interval).</p>")
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def write_atlas(claims_path: str | Path, studies_dir: str | Path, runs_dir: str | Path, out: str | Path,
+                include: dict[str, list[str]] | None = None, improvement: bool = True) -> pd.DataFrame:
+    """atlas.csv, atlas.md, figures/forest.png and report.html into `out`; returns the table."""
+    claims, runs, bases = load_inputs(claims_path, studies_dir, runs_dir, include)
+    if not any(runs.values()):
+        raise UsageError(f"no finished run of any claim's study under {runs_dir} "
+                         "(run `snakemake --cores all atlas`, which trains them)")
+    out = Path(out)
+    (out / "figures").mkdir(parents=True, exist_ok=True)
+    commit = claims_commit(claims_path)
+    table = with_preregistration(build_atlas(claims, runs, bases, improvement), commit)
+    write_text_atomic(out / "atlas.csv", table.reindex(columns=COLUMNS).to_csv(index=False))
+    write_text_atomic(out / "atlas.md", atlas_markdown(table, commit))
+    forest = plot_forest(table, out / "figures" / "forest.png")
+    write_text_atomic(out / "report.html", atlas_html(table, commit, forest))
+    return table
