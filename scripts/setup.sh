@@ -18,3 +18,5 @@ fi
 # The code sandbox uses bubblewrap where it can be installed (root on Debian/Ubuntu).
 # Without it the sandbox falls back to `unshare` (root) and says so in every result.
 bash scripts/install_sandbox_deps.sh >/dev/null || echo "warning: bubblewrap not installed; the code sandbox will use a weaker isolation" >&2
+# The report tests open report.html in Debian's headless chromium (tests/test_report_browser.py).
+bash scripts/install_browser.sh >/dev/null || echo "warning: chromium not installed; the browser tests of the report will skip" >&2

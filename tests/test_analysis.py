@@ -160,7 +160,7 @@ def test_cli_writes_tables_figures_and_self_contained_report(study_dir, tmp_path
     html = (out / "report.html").read_text()
     assert html.count("src=\"data:image/png;base64,") >= len(pngs)
     assert not re.search(r"(src|href)=\"(?!data:)[^\"#]", html), "the report must not load any external file"
-    assert "paired by seed, n=3" in html and "the interval excludes 0" in html
+    assert "Differences from the highest mean" in html and "interval excludes 0" in html
     md = (out / "final.md").read_text()
     assert "| grpo |" in md and "(n=3)" in md and "(paired by seed, n=3): the interval excludes 0" in md
     cost = pd.read_csv(out / "cost.csv")

@@ -1,7 +1,7 @@
 """Aggregate a study's runs over seeds: curves, the final table, the cost table.
 
 Curves: every training metric of `CURVES` against generated samples, per run smoothed with a
-trailing rolling mean over `smooth` steps, put on the samples grid the seeds share, then the
+trailing rolling mean over `smooth` steps (full windows only: the first `smooth` - 1 steps have no point), put on the samples grid the seeds share, then the
 mean over seeds with its 95 % bootstrap band (analysis.stats). Held-out accuracy is plotted at
 its evaluation points, unsmoothed.
 
@@ -90,8 +90,10 @@ def _series(run: Run, key: str, smooth: int) -> tuple[np.ndarray, np.ndarray]:
     if not pts:
         return np.zeros(0), np.zeros(0)
     x, y = (np.asarray(a, dtype=float) for a in zip(*sorted(pts)))
-    if smooth > 1 and len(y) > 1:
-        y = pd.Series(y).rolling(smooth, min_periods=1).mean().to_numpy()
+    if smooth > 1 and len(y) > 1:  # full windows only: each point the mean of `smooth` steps, none of fewer
+        window = min(smooth, len(y))
+        y = pd.Series(y).rolling(window, min_periods=window).mean().to_numpy()
+        x, y = x[window - 1:], y[window - 1:]
     if is_eval:
         y = 100.0 * y
     return x, y
@@ -212,9 +214,37 @@ def comparison_sentence(o: dict[str, Any]) -> str:
         what = ("the interval excludes 0" if o["shown"] else "the interval includes 0: no difference shown")
         return (f"{o['higher']} above {o['lower']} by {100 * o['paired_difference']:.1f} points "
                 f"[{100 * o['low']:+.1f}, {100 * o['high']:+.1f}] (paired by seed, n={o['n']}): {what}")
-    what = "their intervals do not overlap" if o["shown"] else "their intervals overlap: no difference shown"
+    what = ("their intervals do not overlap" if o["shown"] else
+            "their intervals overlap, which alone tests no difference")
     return (f"{o['a']} and {o['b']}: not paired by seed ({o['why']}); {what} "
             f"(means differ by {100 * o['difference']:.1f} points)")
+
+
+def same_numbers(final: pd.DataFrame) -> dict[str, str]:
+    """benchmark -> an earlier benchmark of `final` whose rows hold the same numbers (e.g. the
+    trainer's held-out set evaluated again as the benchmark `arith`): its comparisons repeat."""
+    seen: dict[tuple, str] = {}
+    out = {}
+    for bench, g in final.groupby("benchmark", sort=False):
+        key = tuple((r["variant"], round(float(r["mean"]), 9), str(r.get("values", ""))) for _, r in g.iterrows())
+        if key in seen:
+            out[bench] = seen[key]
+        else:
+            seen[key] = bench
+    return out
+
+
+def against_best(final: pd.DataFrame) -> list[dict[str, Any]]:
+    """The comparisons of `comparisons` that involve each benchmark's highest-mean variant (one
+    per other variant), benchmarks holding the same numbers as an earlier one left out."""
+    repeats = same_numbers(final)
+    out = []
+    for bench, g in final.groupby("benchmark", sort=False):
+        if bench in repeats:
+            continue
+        best = g.loc[g["mean"].idxmax(), "variant"]
+        out += [o for o in comparisons(g) if best in (o["a"], o["b"])]
+    return out
 
 
 def pct(v: float) -> str:

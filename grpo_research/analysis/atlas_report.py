@@ -126,43 +126,8 @@ def method_text() -> str:
             + AA_NOTE)
 
 
-def plot_forest(table: pd.DataFrame, path: Path) -> Path | None:
-    """Effect and interval of every tested claim in units of its bound (smallest effect or margin),
-    coloured by verdict."""
-    from grpo_research.analysis.plots import _plt
-
-    rows = table[(table["verdict"] != "deferred") & table["effect"].notna()]
-    if rows.empty:
-        return None
-    plt = _plt()
-    colors = {"reproduced": "#2a7d2a", "contradicted": "#b22222", "inconclusive": "#777777"}
-    fig, ax = plt.subplots(figsize=(9.5, 0.42 * len(rows) + 1.6))
-    for i, (_, r) in enumerate(rows.iloc[::-1].iterrows()):
-        scale = float(r["margin"] if r["kind"] == "equivalence" else r["smallest_effect"])
-        e, lo, hi = (float(r[k]) / scale for k in ("effect", "low", "high"))
-        c = colors[r["verdict"]]
-        if not math.isnan(lo):
-            ax.plot([lo, hi], [i, i], color=c, linewidth=2.2)
-        ax.plot([e], [i], marker="o", color=c, markersize=6)
-    ax.axvline(0, color="black", linewidth=0.8)
-    for x in (-1, 1):
-        ax.axvline(x, color="black", linewidth=0.8, linestyle=":")
-    ax.set_yticks(range(len(rows)), list(rows["id"].iloc[::-1]), fontsize=9)
-    ax.set_xlabel("effect (first arm minus second, per seed) in units of the claim's smallest effect or margin")
-    ax.set_title("Replication atlas: mean paired difference with 95 % Student-t interval", fontsize=10)
-    from matplotlib.lines import Line2D
-
-    handles = [Line2D([], [], color=c, marker="o", label=v) for v, c in colors.items()]
-    handles.append(Line2D([], [], color="black", linestyle=":", label="± smallest effect / margin"))
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def atlas_html(table: pd.DataFrame, commit: dict[str, Any], forest: Path | None) -> str:
-    from grpo_research.analysis.report import CSS, _table, figure
+    from grpo_research.analysis.report import CSS, figure, html_table
 
     counts = table["verdict"].value_counts()
     parts = ["<!DOCTYPE html><html lang=en><head><meta charset=utf-8><meta name=viewport "
@@ -203,7 +168,7 @@ def atlas_html(table: pd.DataFrame, commit: dict[str, Any], forest: Path | None)
                      html.escape(r["arms"]).replace(" | ", "<br>"),
                      f"{html.escape(r['metric'])}<br>{html.escape(r['budget'])}", src, html.escape(str(r["note"] or "")).replace("; ", "<br>")])
         classes.append(["l", "l", "", "", "", "l", "", "", "", "l", "l", "l", "l", "l"])
-    parts.append("<h2>Claims</h2><div class=wrap>" + _table(headers, rows, classes) + "</div>")
+    parts.append("<h2>Claims</h2><div class=wrap>" + html_table(headers, rows, classes) + "</div>")
     parts.append(f"<h2>Method</h2><p>{html.escape(method_text())}</p>")
     parts.append("<p class=muted>Eval-noise share: the binomial variance of each arm's evaluation over its "
                  "problems, p(1-p)/N, summed over the arms, divided by the variance of the per-seed differences; an "
@@ -229,6 +194,8 @@ def write_atlas(claims_path: str | Path, studies_dir: str | Path, runs_dir: str 
     table = with_preregistration(build_atlas(claims, runs, bases, improvement), commit)
     write_text_atomic(out / "atlas.csv", table.reindex(columns=COLUMNS).to_csv(index=False))
     write_text_atomic(out / "atlas.md", atlas_markdown(table, commit))
+    from grpo_research.analysis.plots import plot_forest
+
     forest = plot_forest(table, out / "figures" / "forest.png")
     write_text_atomic(out / "report.html", atlas_html(table, commit, forest))
     return table

@@ -2,6 +2,7 @@
 chart of the final table, and pass@k / maj@k against k of the base model and the final models."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -33,16 +34,30 @@ def slug(metric: str) -> str:
     return metric.replace("/", "_")
 
 
+def smoothing_note(smooth: int, samples_per_step: int | None = None) -> str:
+    """What a smoothed training curve shows, in words (empty when not smoothed)."""
+    if smooth <= 1:
+        return ""
+    per = f" ({smooth * samples_per_step:,} samples)" if samples_per_step else ""
+    return f"trailing rolling mean over {smooth} steps{per} per run, full windows only"
+
+
 def plot_curves(curves: pd.DataFrame, out_dir: str | Path, study: str, smooth: int,
-                variants: list[str] | None = None) -> list[Path]:
+                variants: list[str] | None = None, left_out: list[str] | None = None) -> list[Path]:
+    """One PNG per metric of CURVES: a line per variant of `variants` (mean over seeds, 95 %
+    bootstrap band) against generated samples. `left_out`: variants not drawn (the
+    equal-wall-time control, which trains on more samples), named in the title."""
     plt = _plt()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     variants = variants or list(dict.fromkeys(curves["variant"]))
     colors = _colors(variants)
+    everything = curves
+    curves = curves[curves.variant.isin(variants)]
     paths = []
     for metric, (title, ylabel, smoothed) in CURVES.items():
         sub = curves[curves.metric == metric]
+        hidden = [v for v in left_out or [] if ((everything.metric == metric) & (everything.variant == v)).any()]
         if sub.empty:
             continue
         fig, ax = plt.subplots(figsize=FIG_SIZE)
@@ -60,9 +75,11 @@ def plot_curves(curves: pd.DataFrame, out_dir: str | Path, study: str, smooth: i
         ax.set_ylabel(ylabel)
         if metric == "eval/accuracy":  # a percentage: from 0, with room above the best band
             ax.set_ylim(0, min(100, max(5.0, 1.1 * float(sub["high"].max()))))
-        note = f", rolling mean over {smooth} steps" if smoothed and smooth > 1 else ""
+        note = f"\n{smoothing_note(smooth)}" if smoothed and smooth > 1 else ""
+        if hidden:
+            note += f"\nnot shown (trained on more samples): {', '.join(hidden)}"
         seeds = "/".join(str(n) for n in sorted(n_seeds))
-        ax.set_title(f"{study}: {title}\nmean over {seeds} seeds, band: 95% bootstrap CI{note}", fontsize=11)
+        ax.set_title(f"{study}: {title}\nmean over {seeds} seeds, band: 95% bootstrap CI{note}", fontsize=10)
         ax.ticklabel_format(axis="x", style="plain")
         ax.ticklabel_format(axis="y", useOffset=False)
         ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda x, _: f"{x:,.0f}"))
@@ -215,3 +232,36 @@ def plot_passk(passk: pd.DataFrame, out_dir: str | Path, study: str, settings: d
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+def plot_forest(table: pd.DataFrame, path: Path) -> Path | None:
+    """The replication atlas (grpo_research.analysis.atlas): effect and interval of every tested
+    claim in units of its bound (smallest effect or margin), coloured by verdict."""
+    rows = table[(table["verdict"] != "deferred") & table["effect"].notna()]
+    if rows.empty:
+        return None
+    plt = _plt()
+    colors = {"reproduced": "#2a7d2a", "contradicted": "#b22222", "inconclusive": "#777777"}
+    fig, ax = plt.subplots(figsize=(9.5, 0.42 * len(rows) + 1.6))
+    for i, (_, r) in enumerate(rows.iloc[::-1].iterrows()):
+        scale = float(r["margin"] if r["kind"] == "equivalence" else r["smallest_effect"])
+        e, lo, hi = (float(r[k]) / scale for k in ("effect", "low", "high"))
+        c = colors[r["verdict"]]
+        if not math.isnan(lo):
+            ax.plot([lo, hi], [i, i], color=c, linewidth=2.2)
+        ax.plot([e], [i], marker="o", color=c, markersize=6)
+    ax.axvline(0, color="black", linewidth=0.8)
+    for x in (-1, 1):
+        ax.axvline(x, color="black", linewidth=0.8, linestyle=":")
+    ax.set_yticks(range(len(rows)), list(rows["id"].iloc[::-1]), fontsize=9)
+    ax.set_xlabel("effect (first arm minus second, per seed) in units of the claim's smallest effect or margin")
+    ax.set_title("Replication atlas: mean paired difference with 95 % Student-t interval", fontsize=10)
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=c, marker="o", label=v) for v, c in colors.items()]
+    handles.append(Line2D([], [], color="black", linestyle=":", label="± smallest effect / margin"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -15,11 +15,12 @@ from grpo_research.analysis.aggregate import (
     COST_KEYS,
     CURVES,
     TRAINER_HELDOUT,
-    comparison_sentence,
-    comparisons,
+    against_best,
     gains_sentences,
     pct,
+    same_numbers,
 )
+from grpo_research.analysis.plots import smoothing_note
 from grpo_research.files import write_text_atomic
 
 CSS = """
@@ -30,9 +31,14 @@ table{border-collapse:collapse;margin:1em 0;font-size:.92em} th,td{border:1px so
 text-align:right} th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
 .best{font-weight:bold;background:#eef7ee} td.l,th.l{text-align:left} .muted{color:#666;font-size:.9em}
 figure{margin:1em 0} figure img{max-width:100%;border:1px solid #eee} figcaption{color:#555;font-size:.9em}
-.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(480px,1fr));gap:1em}
-pre{background:#f7f7f7;padding:.8em;overflow-x:auto} ul.overlap li{margin:.15em 0}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(480px,100%),1fr));gap:1em}
+pre{background:#f7f7f7;padding:.8em;overflow-x:auto} .tw{overflow-x:auto;max-width:100%}
+.chart{min-height:340px} .chart .u-legend{font-size:.85em} details summary{cursor:pointer;color:#555;font-size:.9em}
+code{word-break:break-word}
+@media (max-width:600px){body{margin:1em auto;padding:0 .6em} table{font-size:.8em} h1{font-size:1.5em}}
 """
+HEAD = '<meta charset=utf-8><meta name=viewport content="width=device-width, initial-scale=1">'
+VENDOR = Path(__file__).with_name("vendor")  # uPlot 1.6.32 (MIT, npm `uplot`), inlined into each report
 
 
 def data_uri(path: str | Path) -> str:
@@ -44,12 +50,13 @@ def figure(path: Path, caption: str) -> str:
             f"<figcaption>{html.escape(caption)}</figcaption></figure>")
 
 
-def _table(headers: list[str], rows: list[list[str]], classes: list[list[str]] | None = None) -> str:
-    out = ["<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in headers) + "</tr></thead><tbody>"]
+def html_table(headers: list[str], rows: list[list[str]], classes: list[list[str]] | None = None) -> str:
+    out = ["<div class=tw><table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+           + "</tr></thead><tbody>"]
     for i, row in enumerate(rows):
         cls = classes[i] if classes else [""] * len(row)
         out.append("<tr>" + "".join(f'<td class="{c}">{v}</td>' for v, c in zip(row, cls)) + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
@@ -74,13 +81,50 @@ def final_html(final: pd.DataFrame) -> str:
         rows.append(row)
         classes.append(cls)
     headers = ["variant", "method", *[f"{b} (%)" for b in benches]]
-    pairs = comparisons(final)
-    items = [f"<li><b>{html.escape(o['benchmark'])}</b>: {html.escape(comparison_sentence(o))}</li>"
-             for bench in benches for o in pairs if o["benchmark"] == bench]
-    overlap_html = (f"<h3>Differences between variants</h3><ul class=overlap>{''.join(items)}</ul>"
-                    "<p class=muted>Paired by seed: the mean of the per-seed differences and its 95% Student-t "
-                    "interval over the seeds both variants have (<code>compare_paired</code>).</p>") if items else ""
-    return _table(headers, rows, classes) + overlap_html
+    return html_table(headers, rows, classes)
+
+
+def differences_html(final: pd.DataFrame) -> str:
+    """Per benchmark, the highest-mean variant against each other one, paired by seed
+    (`compare_paired`); a benchmark holding the same numbers as an earlier one is named, not repeated."""
+    repeats = same_numbers(final)
+    pairs = against_best(final)
+    parts = []
+    for bench in dict.fromkeys(final["benchmark"]):
+        if bench in repeats:
+            continue
+        mine = [o for o in pairs if o["benchmark"] == bench]
+        if not mine:
+            continue
+        g = final[final.benchmark == bench]
+        best = str(g.loc[g["mean"].idxmax(), "variant"])
+        rows = []
+        for o in mine:
+            other = o["b"] if o["a"] == best else o["a"]
+            sign = 1 if o["higher"] == best else -1
+            if o["paired"]:
+                diff = (f"{sign * 100 * o['paired_difference']:+.1f} <span class=muted>"
+                        f"[{100 * min(sign * o['low'], sign * o['high']):+.1f}, "
+                        f"{100 * max(sign * o['low'], sign * o['high']):+.1f}]</span>")
+                words = ("interval excludes 0" if o["shown"] else
+                         f"interval includes 0: not resolved with {o['n']} seeds")
+                rows.append([html.escape(other), diff, str(o["n"]), words])
+            else:
+                rows.append([html.escape(other), f"{sign * 100 * o['difference']:+.1f} <span class=muted>(means)</span>",
+                             "-", html.escape(f"not paired ({o['why']}): no test")])
+        same = [b for b, first in repeats.items() if first == bench]
+        also = f" (and {', '.join(same)}: the same numbers)" if same else ""
+        parts.append(f"<h4>{html.escape(bench)}{html.escape(also)}: {html.escape(best)} against each other variant</h4>")
+        parts.append(html_table(["variant", f"{best} minus it (points)", "seeds paired", "reading"], rows,
+                            [["l", "", "", "l"]] * len(rows)))
+    if not parts:
+        return ""
+    return ("<h3>Differences from the highest mean</h3>" + "".join(parts) +
+            "<p class=muted>Paired by seed: the mean of the per-seed differences in accuracy points and its 95% "
+            "Student-t interval over the seeds both variants have (<code>compare_paired</code>). An interval that "
+            "includes 0 does not show the variants equal, only that these seeds do not resolve a difference. A row "
+            "of one model (the base model) cannot be paired: only the difference of means is given. Every pair: "
+            "final.md.</p>")
 
 
 def passk_html(out: Path, settings: dict[str, list[dict]]) -> str:
@@ -108,7 +152,7 @@ def passk_html(out: Path, settings: dict[str, list[dict]]) -> str:
         if png.exists():
             parts.append(figure(png, f"{entry}: pass@k and maj@k against k (log2 axis), base model dashed; "
                                      f"{caption}"))
-        parts.append(_table(["variant", "models", "pass@1 (%)", f"pass@{k} (%)", f"maj@{k} (%)"], rows))
+        parts.append(html_table(["variant", "models", "pass@1 (%)", f"pass@{k} (%)", f"maj@{k} (%)"], rows))
         parts.append(f"<p class=muted>{html.escape(caption)}. Sampled decoding: pass@1 here is the mean "
                      "share of correct samples, not the greedy score of the final table.</p>")
     if parts:
@@ -138,7 +182,7 @@ def gains_html(gains: pd.DataFrame) -> str:
 
     rows = [[html.escape(str(g["variant"])), pct(g["final"]), f"{g['train_s']:.0f}", cell(g, "vs_base"),
              cell(g, "vs_control"), cell(g, "vs_wall")] for _, g in gains.iterrows()]
-    out.append(_table(["RL variant", "final held-out acc. (%)", "training time (s)", "gain over base model (points)",
+    out.append(html_table(["RL variant", "final held-out acc. (%)", "training time (s)", "gain over base model (points)",
                        "vs control, equal samples (points)", "vs control, equal wall time (points)"], rows))
     out.append("<p class=muted>Differences in held-out accuracy points, paired by seed, mean [95% Student-t "
                "interval of the paired differences, n - 1 degrees of freedom "
@@ -162,7 +206,7 @@ def cost_html(cost: pd.DataFrame) -> str:
             v = r[c]
             cells.append("n/a" if pd.isna(v) else (f"{v:.3f}" if abs(v) < 10 else f"{v:,.0f}"))
         rows.append(cells)
-    return _table(["variant", "method", "seeds", *cols], rows)
+    return html_table(["variant", "method", "seeds", *cols], rows)
 
 
 def runs_html(runs: pd.DataFrame) -> str:
@@ -179,7 +223,78 @@ def runs_html(runs: pd.DataFrame) -> str:
             else:
                 cells.append(html.escape("" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v)))
         rows.append(cells)
-    return _table([h.replace("accuracy", "acc. (%)").replace("pass@1", "pass@1 (%)") for h in headers], rows)
+    return html_table([h.replace("accuracy", "acc. (%)").replace("pass@1", "pass@1 (%)") for h in headers], rows)
+
+
+def interactive_curves(out: Path, meta: dict[str, Any], variants: list[str]) -> str:
+    """The curves of curves.csv (mean over seeds against generated samples) as uPlot charts:
+    the library (grpo_research/analysis/vendor/, pinned, MIT) and the data inlined, nothing
+    fetched when the report is viewed."""
+    curves = pd.read_csv(out / "curves.csv")
+    charts = []
+    for key, (ttl, ylabel, _) in CURVES.items():
+        sub = curves[(curves.metric == key) & curves.variant.isin(variants)]
+        if sub.empty:
+            continue
+        xs = sorted(set(float(x) for x in sub["samples"]))
+        index = {x: i for i, x in enumerate(xs)}
+        series = []
+        for v in variants:
+            g = sub[sub.variant == v]
+            if g.empty:
+                continue
+            ys: list[float | None] = [None] * len(xs)
+            for x, y in zip(g["samples"], g["mean"]):
+                ys[index[float(x)]] = round(float(y), 6)
+            series.append({"label": f"{v} (n={int(g['n_seeds'].iloc[0])})", "y": ys})
+        charts.append({"id": f"chart-{len(charts)}", "title": ttl, "ylabel": SHORT_Y.get(key, key), "caption": ylabel,
+                       "x": xs, "series": series, "points": key.startswith("eval/")})
+    if not charts:
+        return ""
+    js = (VENDOR / "uPlot.iife.min.js").read_text()
+    css = (VENDOR / "uPlot.min.css").read_text()
+    data = json.dumps(charts).replace("</", "<\\/")
+    divs = "".join(f'<figure class=chart><div id="{c["id"]}"></div><figcaption>{html.escape(c["title"])}: '
+                   f'{html.escape(c["caption"])}, mean over seeds</figcaption></figure>' for c in charts)
+    return (f"<style>{css}</style><div class=grid>{divs}</div>"
+            f"<script>/* uPlot 1.6.32, MIT licence: grpo_research/analysis/vendor/uPlot.LICENSE */\n{js}</script>"
+            f"<script>{CHARTS_JS.replace('__DATA__', data)}</script>")
+
+
+SHORT_Y = {"reward_mean": "reward / completion", "eval/accuracy": "accuracy (%)",
+           "eval/accuracy_ood": "OOD accuracy (%)", "kl": "KL / token (nats)", "entropy": "entropy / token (nats)",
+           "completion_len": "tokens / completion"}  # y-axis labels short enough for a phone
+CHARTS_JS = """
+(function () {
+  var charts = __DATA__;
+  var palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                 "#bcbd22", "#17becf"];
+  var fmt = function (v, d) { return v == null ? "-" : Number(v).toLocaleString("en-US", {maximumFractionDigits: d}); };
+  var made = [];
+  charts.forEach(function (c) {
+    var el = document.getElementById(c.id);
+    var width = function () { return Math.max(260, Math.min(el.clientWidth || 600, 900)); };
+    var series = [{label: "generated samples", value: function (u, v) { return fmt(v, 0); }}];
+    c.series.forEach(function (s, i) {
+      series.push({label: s.label, stroke: palette[i % palette.length], width: 1.8, spanGaps: true,
+                   points: {show: c.points, size: 5}, value: function (u, v) { return fmt(v, 4); }});
+    });
+    var opts = {title: c.title, width: width(), height: 300, series: series, legend: {live: true},
+                scales: {x: {time: false}},
+                axes: [{label: "generated samples (completions)", values: function (u, ts) {
+                          return ts.map(function (t) { return fmt(t, 0); }); }},
+                       {label: c.ylabel, size: 64, values: function (u, ts) {
+                          return ts.map(function (t) { return String(Number(t.toPrecision(4))); }); }}]};
+    var data = [c.x].concat(c.series.map(function (s) { return s.y; }));
+    var u = new uPlot(opts, data, el);
+    el.dataset.rendered = "1";
+    made.push([u, el, width]);
+  });
+  window.addEventListener("resize", function () {
+    made.forEach(function (m) { m[0].setSize({width: m[2](), height: 300}); });
+  });
+})();
+"""
 
 
 def render_study(out_dir: str | Path, title: str | None = None, extra: list[tuple[str, Path]] | None = None,
@@ -192,7 +307,8 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
     cost = pd.read_csv(out / "cost.csv")
     runs = pd.read_csv(out / "runs.csv")
     figs = out / "figures"
-    parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{html.escape(title or study)}</title>"
+    wall = list(meta.get("wall_variants", []))
+    parts = [f"<!DOCTYPE html><html lang=en><head>{HEAD}<title>{html.escape(title or study)}</title>"
              f"<style>{CSS}</style></head><body>",
              f"<h1>{html.escape(title or study)}</h1>"]
     if meta.get("description"):
@@ -211,12 +327,14 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
                  f"times per problem the mean share of correct samples, see the pass@k section); "
                  f"<code>{TRAINER_HELDOUT}</code> is the "
                  "trainer's last held-out evaluation. With 3 seeds the bootstrap interval is narrow: it describes "
-                 "one variant's spread; differences between variants are tested paired by seed below. A cell of one model (the base model, or one seed) "
+                 "one variant's spread; differences between variants are tested paired by seed below the charts. A cell of one model (the base model, or one seed) "
                  "shows the 95% interval over the benchmark's problems from its evaluation file instead.</p>")
     bars = sorted(figs.glob("final_*.png"))
     if bars:
         parts.append("<div class=grid>" + "".join(figure(p, p.stem.replace("final_", "final accuracy: "))
                                                   for p in bars) + "</div>")
+    if not final.empty:
+        parts.append(differences_html(final))
     passk = passk_html(out, meta["passk_settings"])
     if passk:
         parts.append("<h2>pass@k and maj@k: the base model against the final models</h2>" + passk)
@@ -227,15 +345,30 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
         except pd.errors.EmptyDataError:
             gains = pd.DataFrame()
         parts.append("<h2>RL against the base model and the supervised control</h2>" + gains_html(gains))
-        panels = [(figs / "curve_eval_accuracy.png", "equal samples: held-out accuracy against generated samples"),
+        wall_note = (f" ({', '.join(wall)}, trained on more samples, is in the equal-wall-time panel)"
+                     if wall else "")
+        panels = [(figs / "curve_eval_accuracy.png", "equal samples: held-out accuracy against generated samples, "
+                                                     f"the arms trained on the sample budget{wall_note}"),
                   (figs / "curve_eval_accuracy_wall.png", "equal wall time: held-out accuracy against seconds "
                                                           "of training")]
         parts.append("<div class=grid>" + "".join(figure(p, c) for p, c in panels if p.exists()) + "</div>")
-    parts.append("<h2>Curves against generated samples</h2><div class=grid>")
-    for key, (ttl, ylabel, _) in CURVES.items():
+    smooth = smoothing_note(int(meta.get("smooth_steps") or 1))
+    parts.append("<h2>Curves against generated samples</h2>")
+    parts.append("<p class=muted>Interactive: hover for the values at a sample count, click a legend entry to hide "
+                 "or show a variant, drag to zoom (double-click to reset). Lines: mean over seeds; the 95% bootstrap "
+                 "bands are in each static figure. Training metrics: "
+                 + (html.escape(smooth) if smooth else "per step, unsmoothed")
+                 + "; held-out accuracy: the evaluations themselves."
+                 + (html.escape(f" Not shown: {', '.join(wall)} (trained on more samples than the budget).")
+                    if wall else "") + "</p>")
+    parts.append(interactive_curves(out, meta, [v for v in meta["variants"] if v not in wall]))
+    parts.append("<div class=grid>")
+    for key, (ttl, ylabel, smoothed) in CURVES.items():
         p = figs / f"curve_{key.replace('/', '_')}.png"
         if p.exists():
-            parts.append(figure(p, f"{ttl}: {ylabel}, mean over seeds with a 95% bootstrap band"))
+            how = f", {smooth}" if smoothed and smooth else ""
+            cap = f"{ttl}: {ylabel}, mean over seeds with a 95% bootstrap band{how}"
+            parts.append(f"<details><summary>static figure: {html.escape(ttl)}</summary>{figure(p, cap)}</details>")
     parts.append("</div>")
     parts.append("<h2>Cost per method</h2>" + cost_html(cost))
     parts.append("<p class=muted>Mean over seeds of each run's value, from the trainer's <code>cost/</code> metrics "
@@ -276,7 +409,7 @@ def render_index(results_dir: str | Path, out: str | Path | None = None) -> Path
     body = ("<table><thead><tr><th>study</th><th class=l>description</th><th>runs</th><th>variants</th>"
             "<th class=l>highest mean per benchmark</th></tr></thead><tbody>" + "".join(items) + "</tbody></table>"
             if items else "<p>No study reports yet.</p>")
-    doc = (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>grpo-research results</title>"
+    doc = (f"<!DOCTYPE html><html lang=en><head>{HEAD}<title>grpo-research results</title>"
            f"<style>{CSS}</style></head><body><h1>grpo-research results</h1>"
            f"<p class=muted>Every study report under <code>{html.escape(str(results))}</code>, built {now}. "
            "Each report is one self-contained HTML file.</p>" + body + "</body></html>")

@@ -38,7 +38,7 @@ def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None 
     `out`; returns the summary. `variants`: display order; `smooth` 0: about 1/25 of a run."""
     from grpo_research.analysis.aggregate import (cost_markdown, cost_table, curve_table, default_smooth,
                                                   final_markdown, final_table, gains_markdown, gains_table,
-                                                  order_variants, runs_table, wall_curve_table)
+                                                  is_wall_control, order_variants, runs_table, wall_curve_table)
     from grpo_research.analysis.load import load_study_runs
     from grpo_research.analysis.passk import passk_markdown, passk_settings, passk_summary, passk_table
 
@@ -90,6 +90,9 @@ def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None 
         "n_boot": n_boot, "bootstrap_seed": seed, "smooth_steps": smooth,
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "best": best,
         "passk_settings": settings,  # entry -> its eval files' distinct {temperature, samples, n_problems}
+        # the equal-wall-time control: trained on more samples, so left out of the equal-samples panels
+        "wall_variants": [v for v in variants if any(r.variant == v and is_wall_control(r) for r in runs)],
+        "steps_per_run": sorted({len(r.train) for r in runs if r.train}),
     }
     write_text_atomic(out / "summary.json", json.dumps(meta, indent=2) + "\n")
     return meta
@@ -109,7 +112,9 @@ def plot_study(out: str | Path) -> list[Path]:
         old.unlink()
     curves = pd.read_csv(out / "curves.csv")
     final = pd.read_csv(out / "final.csv")
-    paths = plot_curves(curves, figs, meta["study"], meta["smooth_steps"], meta["variants"])
+    wall = set(meta.get("wall_variants", []))
+    paths = plot_curves(curves, figs, meta["study"], meta["smooth_steps"], [v for v in meta["variants"] if v not in wall],
+                        left_out=sorted(wall))
     paths += plot_final(final, figs, meta["study"], meta["variants"])
     paths += plot_wall(pd.read_csv(out / "wall_curves.csv"), figs, meta["study"], meta["variants"])
     paths += plot_passk(pd.read_csv(out / "passk.csv"), figs, meta["study"], meta["passk_settings"], meta["variants"])
