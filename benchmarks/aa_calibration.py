@@ -13,6 +13,14 @@ procedure, the fraction of repetitions whose 95 % interval of the paired differe
 with its Monte-Carlo standard error sqrt(p (1 - p) / reps). A calibrated procedure gives 5 %;
 issue 17 asks for at most 6.5 %.
 
+With `--atlas K`: the atlas's verdict procedure (grpo_research/analysis/atlas.py) on K claims
+with no true difference (each a `greater` claim on simulated A/A differences): the share of
+claims declared "reproduced" (a one-sided t-test at 2.5 %, exactly where compare_paired's 95 %
+interval ends) before and after the Benjamini-Hochberg adjustment across the K claims, and the
+share of atlases with at least one false "reproduced" (with every claim null, the false-discovery
+rate equals that family-wise rate). Nominal: 2.5 % per claim unadjusted, at most 2.5 % per atlas
+adjusted.
+
 Procedures: `bootstrap` (the percentile bootstrap of the paired differences, what the gains
 table used before `compare_paired`) and `compare_paired` (Student-t on the paired differences,
 grpo_research.analysis.stats). With runs, the draws are not independent across repetitions
@@ -96,6 +104,28 @@ def final_accuracies(runs: Path) -> np.ndarray:
     return np.array(vals)
 
 
+def atlas_rates(d: np.ndarray) -> dict[str, tuple[float, float]]:
+    """d: (reps, K, n) A/A differences of K claims per atlas. Rates of false "reproduced" verdicts
+    of `greater` claims: per claim unadjusted and Benjamini-Hochberg adjusted (the atlas's
+    verdict), and per atlas (at least one)."""
+    from scipy.stats import t as student_t
+
+    from grpo_research.analysis.stats import ALPHA, benjamini_hochberg
+
+    reps, k, n = d.shape
+    t = d.mean(axis=2) / (d.std(axis=2, ddof=1) / math.sqrt(n))  # (reps, K)
+    p = student_t.sf(t, n - 1)  # (reps, K): stats.p_above(d, 0) of every claim
+    raw = p <= ALPHA
+    adj = np.array([benjamini_hochberg(row) for row in p]) <= ALPHA  # (reps, K)
+    out = {}
+    for name, x in (("per claim, unadjusted", raw.mean()), ("per claim, BH", adj.mean()),
+                    ("per atlas, unadjusted", raw.any(axis=1).mean()), ("per atlas, BH", adj.any(axis=1).mean())):
+        x = float(x)
+        m = reps * k if name.startswith("per claim") else reps
+        out[name] = (x, math.sqrt(x * (1 - x) / m))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=Path, help="a folder of finished runs of one configuration (else: simulated)")
@@ -103,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", default="3,5,10", help="seeds per arm, comma-separated")
     ap.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples per interval")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--atlas", type=int, default=0, metavar="K",
+                    help="also the atlas's verdicts over K null claims (simulated normal differences)")
     a = ap.parse_args(argv)
     rng = np.random.default_rng(a.seed)
     ns = [int(x) for x in a.n.split(",")]
@@ -118,6 +150,13 @@ def main(argv: list[str] | None = None) -> int:
             r = rates(draw(n), a.n_boot, a.seed)
             cells = "  ".join(f"{k} {100 * p:5.2f} % +- {100 * se:.2f}" for k, (p, se) in r.items())
             print(f"{label:>10s}  n={n:<3d} {cells}")
+    if a.atlas:
+        print(f"# the atlas's false 'reproduced' verdicts over {a.atlas} null claims (nominal: 2.5 % per claim "
+              f"unadjusted, <= 2.5 % per atlas with BH), {a.reps} atlases")
+        for n in ns:
+            d = simulated_differences("normal", n, a.reps * a.atlas, rng).reshape(a.reps, a.atlas, n)
+            cells = "  ".join(f"{k} {100 * p:5.2f} % +- {100 * se:.2f}" for k, (p, se) in atlas_rates(d).items())
+            print(f"    normal  n={n:<3d} {cells}")
     return 0
 
 

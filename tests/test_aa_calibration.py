@@ -42,3 +42,13 @@ def test_runs_mode_splits_distinct_runs_and_names_a_folder_without_runs(tmp_path
     assert bad.returncode != 0 and "12 runs cannot make two arms of 10" in bad.stderr
     empty = subprocess.run([sys.executable, script, "--runs", str(tmp_path / "nope")], capture_output=True, text=True)
     assert empty.returncode != 0 and "no finished runs" in empty.stderr
+
+
+def test_the_atlas_s_verdicts_hold_their_error_rates_on_null_claims():
+    rng = np.random.default_rng(1)
+    d = AA.simulated_differences("normal", 3, 4000 * 16, rng).reshape(4000, 16, 3)  # 4,000 atlases of 16 null claims
+    r = AA.atlas_rates(d)
+    assert 0.020 <= r["per claim, unadjusted"][0] <= 0.030  # one-sided 2.5 % per claim
+    assert r["per atlas, BH"][0] <= 0.025 + 3 * r["per atlas, BH"][1]  # all null: FDR = family-wise rate <= 2.5 %
+    assert r["per atlas, unadjusted"][0] > 0.25  # 1 - 0.975^16 = 33 %: what the adjustment prevents
+    assert r["per claim, BH"][0] < r["per claim, unadjusted"][0] / 5
