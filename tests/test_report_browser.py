@@ -81,3 +81,22 @@ def test_the_browser_check_fails_on_a_broken_page(tmp_path):
         assert page.evaluate(CHECK_IMAGES) == ["missing"]
         (link,) = page.evaluate("[...document.querySelectorAll('a[href]')].map(a => a.href)")
         assert not Path(unquote(urlparse(link).path)).is_file()
+
+
+def test_the_atlas_report_renders_in_chromium(tmp_path):
+    from tests.test_atlas import atlas_dir as make_atlas_dir
+    from grpo_research.analysis.atlas_report import write_atlas
+
+    exp, runs = make_atlas_dir.__wrapped__(tmp_path)
+    write_atlas(exp / "claims.yaml", exp, runs, tmp_path / "atlas", improvement=False)
+    with Browser(CHROMIUM) as browser:
+        for name, width in (("desktop", 1280), ("phone", 390)):
+            page = browser.open((tmp_path / "atlas" / "report.html").as_uri(), width=width, mobile=width < 500)
+            shot = page.screenshot(tmp_path / f"atlas_{name}.png")
+            assert page.errors() == [], (name, page.errors())
+            assert page.evaluate(CHECK_IMAGES) == [], name
+            scroll, client = page.evaluate(WIDTH)
+            assert scroll <= client, f"{name}: the page is {scroll} px wide in a {client} px window"
+            verdicts = page.evaluate("[...document.querySelectorAll('td span.reproduced, td span.contradicted, "
+                                     "td span.inconclusive')].length")
+            assert verdicts == 8 and shot.stat().st_size > 10_000  # every tested claim of the fixture
