@@ -110,16 +110,19 @@ class TaskConfig:
     data_path: str = doc_field("", "Local data file or hub dataset name for benchmark tasks; empty for synthetic tasks.")
     levels: list = doc_field(
         [1, 2, 3],
-        "arith: difficulty levels sampled for training (1-3: digits of the operands).",
+        "arith, json_schema, tool_call: difficulty levels sampled for training (1-3; arith: digits of the operands; "
+        "the structured tasks: see grpo_research/tasks/json_task.py, tool_task.py).",
         lambda v: None if v and all(x in (1, 2, 3) for x in v) else "must be a non-empty list of 1, 2, 3",
     )
     level_weights: list = doc_field(
         [0.15, 0.25, 0.6],
-        "arith: sampling weight of each entry of `levels` (a curriculum: easier problems keep groups informative).",
+        "arith, json_schema, tool_call: sampling weight of each entry of `levels` (a curriculum: easier problems "
+        "keep groups informative).",
         lambda v: None if v and all(isinstance(x, (int, float)) and x >= 0 for x in v) and sum(v) > 0
         else "must be non-negative numbers with a positive sum",
     )
-    eval_level: int = doc_field(3, "arith: difficulty level of the held-out split.", one_of(1, 2, 3))
+    eval_level: int = doc_field(3, "arith, json_schema, tool_call: difficulty level of the held-out split.",
+                                 one_of(1, 2, 3))
     options: dict = doc_field({}, "Extra keyword arguments of the task's constructor (see grpo_research/tasks).")
     prompt_format: str = doc_field(
         "auto", "How a problem is posed: `raw` (the task's prompt text as is), `chat` (as a user turn through the "

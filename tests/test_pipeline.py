@@ -236,7 +236,7 @@ def _study(tmp_path, name="s", **changes):
     ({"benchmarks": {"arith": {"samples": 4}}}, "samples 4 needs a temperature"),
     ({"benchmarks": {"arith": {"temperature": 0.7}}}, "temperature applies only with samples > 1"),
     ({"benchmarks": {"arith": {"n": 10 ** 6}}}, "n 1000000 but the benchmark has"),
-    ({"model": "tiny-arth"}, "model: 'tiny-arth' is neither a base model of the config (tiny-arith) nor a directory"),
+    ({"model": "tiny-arth"}, "model: 'tiny-arth' is neither a base model of the config (tiny-arith, tiny-toolcall) nor a directory"),
     ({"model": "./no/such/dir"}, "model.name_or_path=./no/such/dir: no such directory"),
 ])
 def test_a_study_whose_benchmark_or_model_cannot_be_used_stops_planning(tmp_path, changes, message):

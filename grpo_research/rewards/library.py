@@ -5,10 +5,13 @@
   the others; problems without a test list, e.g. HumanEval's single `check`, are graded
   whole), or all-or-nothing (`mode="all"`, the task's own grader).
 - `json_schema`: 1 when the completion parses as JSON and validates (jsonschema) against
-  the problem's `meta["schema"]`, else the `schema` option.
+  the problem's `meta["schema"]`, else the `schema` option. One enclosing Markdown fence is
+  accepted (grpo_research/tasks/json_check.py, shared with the json_schema task's grader);
+  a completion that did not end with EOS scores 0.
 - `tool_call`: 1 when the completion is a JSON tool call `{"name": ..., "arguments": {...}}`
   naming a known tool, with arguments valid against that tool's parameter schema. Tools
-  come from `meta["tools"]`, else the `tools` option.
+  come from `meta["tools"]`, else the `tools` option (same parsing; 0 without EOS). Whether
+  it is the call the request asked for is the tool_call task's grader (reward term `correct`).
 - `overlong`: DAPO's soft overlong punishment (Yu et al. 2025, eq. 13): 0 up to
   `max_len - cache`, then linear down to -1 at `max_len`, and -1 beyond. Length is counted in
   characters, by a supplied `length_fn`, or in tokens of a `tokenizer` checkpoint.
@@ -28,6 +31,7 @@ from collections import Counter
 from typing import Any, Callable
 
 from grpo_research.rewards.base import register_reward
+from grpo_research.tasks.json_check import Validators, check_json, check_tool_call, normalise_tools
 from grpo_research.tasks.base import Problem, Task
 
 Values = list[float | None]
@@ -94,107 +98,51 @@ def code_tests_reward(task: Task, mode: str = "fraction", timeout_s: float | Non
 
 
 # ---------------------------------------------------------------- JSON
-
-
-def _json_text(completion: str) -> str:
-    """The completion without surrounding whitespace and without one enclosing Markdown fence."""
-    text = completion.strip()
-    if text.startswith("```") and text.endswith("```") and "\n" in text:
-        text = text[text.index("\n") + 1: -3].strip()
-    return text
-
-
-class _Validators:
-    """jsonschema validators, built once per distinct schema (checked when built)."""
-
-    def __init__(self):
-        self._cache: dict[str, Any] = {}
-
-    def __call__(self, schema: dict) -> Any:
-        import jsonschema
-
-        key = json.dumps(schema, sort_keys=True)
-        if key not in self._cache:
-            cls = jsonschema.validators.validator_for(schema)
-            cls.check_schema(schema)
-            self._cache[key] = cls(schema)
-        return self._cache[key]
+# Parsing and validation live in grpo_research/tasks/json_check.py, shared with the
+# json_schema and tool_call tasks' graders (one code path).
 
 
 @register_reward("json_schema")
 def json_schema_reward(task: Task | None = None, schema: dict | None = None, parse_credit: float = 0.0):
-    """1.0 for JSON valid against the schema; `parse_credit` for JSON that fails it; 0.0 otherwise."""
-    validators = _Validators()
+    """1.0 for JSON valid against the schema; `parse_credit` for JSON that fails it; 0.0 otherwise
+    (also for a completion that did not end with EOS)."""
+    validators = Validators()
     if schema is not None:
         validators(schema)  # a bad schema in config fails at build time
 
     def term(problems: list[Problem], completions: list[str], finished: list[bool]) -> Values:
         _check_lengths(problems, completions, finished)
         out: Values = []
-        for p, c in zip(problems, completions):
+        for p, c, f in zip(problems, completions, finished):
             s = p.meta.get("schema", schema)
             if s is None:
                 raise ValueError(f"json_schema: no schema for problem {p.id!r} (set meta['schema'] or option schema)")
-            try:
-                value = json.loads(_json_text(c))
-            except json.JSONDecodeError:
-                out.append(0.0)
-                continue
-            out.append(1.0 if validators(s).is_valid(value) else float(parse_credit))
+            verdict = check_json(c, s, validators)[0] if f else "unfinished"
+            out.append({"valid": 1.0, "invalid": float(parse_credit)}.get(verdict, 0.0))
         return out
 
     return term
 
 
-def normalise_tools(tools: Any) -> dict[str, dict]:
-    """{name: parameters schema} from OpenAI-style `[{"type": "function", "function": {...}}]`,
-    plain `[{"name", "parameters"}]`, or an already-normalised `{name: schema}`."""
-    if isinstance(tools, dict):
-        return {str(k): v for k, v in tools.items()}
-    out = {}
-    for t in tools or []:
-        spec = t.get("function", t) if isinstance(t, dict) else None
-        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
-            raise ValueError(f"tool_call: a tool needs a 'name': {t!r}")
-        out[spec["name"]] = spec.get("parameters") or {"type": "object"}
-    return out
-
-
 @register_reward("tool_call")
 def tool_call_reward(task: Task | None = None, tools: Any = None, name_credit: float = 0.0):
     """1.0 for a call of a known tool with schema-valid arguments; `name_credit` for a known
-    name with invalid arguments; 0.0 otherwise. `arguments` may be an object or a JSON string."""
-    validators = _Validators()
+    name with invalid arguments; 0.0 otherwise (also for a completion that did not end with
+    EOS). `arguments` may be an object or a JSON string."""
+    validators = Validators()
     default_tools = normalise_tools(tools) if tools is not None else None
     for schema in (default_tools or {}).values():
         validators(schema)
 
-    def score(call: Any, known: dict[str, dict]) -> float:
-        if not isinstance(call, dict) or not isinstance(call.get("name"), str) or call["name"] not in known:
-            return 0.0
-        args = call.get("arguments")
-        if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError:
-                return float(name_credit)
-        if not isinstance(args, dict):
-            return float(name_credit)
-        return 1.0 if validators(known[call["name"]]).is_valid(args) else float(name_credit)
-
     def term(problems: list[Problem], completions: list[str], finished: list[bool]) -> Values:
         _check_lengths(problems, completions, finished)
         out: Values = []
-        for p, c in zip(problems, completions):
+        for p, c, f in zip(problems, completions, finished):
             known = normalise_tools(p.meta["tools"]) if "tools" in p.meta else default_tools
             if known is None:
                 raise ValueError(f"tool_call: no tools for problem {p.id!r} (set meta['tools'] or option tools)")
-            try:
-                call = json.loads(_json_text(c))
-            except json.JSONDecodeError:
-                out.append(0.0)
-                continue
-            out.append(score(call, known))
+            verdict = check_tool_call(c, known, validators)[0] if f else "unfinished"
+            out.append({"valid": 1.0, "invalid_arguments": float(name_credit)}.get(verdict, 0.0))
         return out
 
     return term
