@@ -269,3 +269,13 @@ def test_the_pipeline_plans_the_atlas_over_the_claims_studies():
     assert sorted(i.split("=")[0] for i in include) == studies
     ppo = next(i for i in include if i.startswith("ppo_vs_grpo="))
     assert set(ppo.split("=")[1].split(",")) == set(p.study_runs("ppo_vs_grpo"))
+
+
+def test_probability_of_improvement_hand_computed():
+    from grpo_research.analysis.atlas import probability_of_improvement
+
+    # pairs of (1, 2, 3) against (0, 0, 2): 1 beats two, 2 beats two and ties one, 3 beats three: 7.5 of 9
+    p, low, high = probability_of_improvement([1, 2, 3], [0, 0, 2], reps=500)
+    assert p == pytest.approx(7.5 / 9)
+    assert 0.0 <= low <= p <= high <= 1.0
+    assert probability_of_improvement([5, 6], [1, 2], reps=200)[0] == 1.0

@@ -36,9 +36,9 @@ For each claim (`claim_row`):
 - **evaluation noise**: for accuracies, the binomial variance of each arm's evaluation over its
   problems, p(1 - p) / N, summed over the arms, as a share of the variance of the differences.
   An upper bound: arms evaluated on the same problems share that noise in part.
-- **probability of improvement** (rliable, Agarwal et al. 2021, arXiv 2108.13264): P(a > b) over
-  run pairs with its stratified-bootstrap interval, descriptive only (a bootstrap over 3 seeds is
-  too narrow; the verdict is the paired t above).
+- **probability of improvement** (rliable's, Agarwal et al. 2021, arXiv 2108.13264): P(a > b) over
+  run pairs with a bootstrap interval, descriptive only (a bootstrap over 3 seeds is too narrow;
+  the verdict is the paired t above).
 
 Pre-registration: the commit that last changed the claims file and its date
 (`claims_commit`), and per claim the creation time of the first run of its arms: the report says
@@ -219,21 +219,20 @@ def _eval_noise_share(arms: list[ArmValues], seeds: list[int], d: np.ndarray) ->
 
 
 def probability_of_improvement(a: list[float], b: list[float], reps: int = 2000, seed: int = 0):
-    """(P(a > b), low, high): rliable's probability of improvement over run pairs (ties count half;
-    `rliable.metrics.probability_of_improvement`) with its 95 % percentile interval from an
-    independent-samples bootstrap of the two arms' runs; descriptive.
-
-    rliable computes that interval with `library.get_interval_estimates`, a stratified bootstrap
-    over tasks built on arch's `IndependentSamplesBootstrap`; with one task the stratification is
-    empty, so this calls arch's class directly: rliable 1.2 passes `random_state`, which arch 8
-    no longer takes, and arch 7 does not import under pandas 3."""
+    """(P(a > b), low, high): the probability of improvement of rliable (Agarwal et al. 2021,
+    arXiv 2108.13264), P(X > Y) + P(X = Y) / 2 over all pairs of one run of each arm, i.e. the
+    Mann-Whitney U statistic over n x m (`scipy.stats.mannwhitneyu`), with the 95 % percentile
+    interval of an independent-samples bootstrap of the two arms' runs (arch's
+    `IndependentSamplesBootstrap`, which rliable's stratified bootstrap reduces to for one task);
+    descriptive. rliable itself is not used: its 1.2 release requires arch < 8, and arch 7 does
+    not import under pandas 3."""
     from arch.bootstrap import IndependentSamplesBootstrap
-    from rliable import metrics
+    from scipy.stats import mannwhitneyu
 
-    x, y = np.asarray(a, dtype=float)[:, None], np.asarray(b, dtype=float)[:, None]  # (runs, tasks=1)
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
 
     def poi(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-        return np.array([metrics.probability_of_improvement(xs, ys)])
+        return np.array([mannwhitneyu(xs, ys, method="asymptotic").statistic / (len(xs) * len(ys))])
 
     low, high = IndependentSamplesBootstrap(x, y, seed=seed).conf_int(poi, reps=reps, method="percentile")[:, 0]
     return float(poi(x, y)[0]), float(low), float(high)

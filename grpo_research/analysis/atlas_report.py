@@ -188,8 +188,8 @@ def atlas_html(table: pd.DataFrame, commit: dict[str, Any], forest: Path | None)
     parts.append("<p class=muted>Eval-noise share: the binomial variance of each arm's evaluation over its "
                  "problems, p(1-p)/N, summed over the arms, divided by the variance of the per-seed differences; an "
                  "upper bound (arms evaluated on the same problems share part of it). P(first > second): rliable's "
-                 "probability of improvement over run pairs with its stratified-bootstrap interval (arXiv "
-                 "2108.13264), descriptive: a bootstrap over 3 seeds is too narrow to decide anything. The base "
+                 "probability of improvement (arXiv 2108.13264) over run pairs, ties half, with a percentile "
+                 "interval from a bootstrap of each arm's runs, descriptive: a bootstrap over 3 seeds is too narrow to decide anything. The base "
                  "model as an arm: each run's own step-0 evaluation (held-out metrics) or the study's one "
                  "base-model evaluation (a benchmark entry: a constant, its own noise not in the interval).</p>")
     parts.append("</body></html>")

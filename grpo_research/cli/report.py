@@ -160,7 +160,7 @@ def build_parser() -> Parser:
     a.add_argument("--runs", required=True, help="the runs dir holding runs/<study>/<run_id>/")
     a.add_argument("--out", required=True, help="e.g. results/atlas")
     a.add_argument("--include", action="append", help="STUDY=run_id,...: only these runs of STUDY (repeatable)")
-    a.add_argument("--no-improvement", action="store_true", help="skip rliable's probability of improvement")
+    a.add_argument("--no-improvement", action="store_true", help="skip the probability of improvement (descriptive)")
     a.set_defaults(func=cmd_atlas)
     return p
 
