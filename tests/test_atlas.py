@@ -279,3 +279,10 @@ def test_probability_of_improvement_hand_computed():
     assert p == pytest.approx(7.5 / 9)
     assert 0.0 <= low <= p <= high <= 1.0
     assert probability_of_improvement([5, 6], [1, 2], reps=200)[0] == 1.0
+
+
+def test_the_markdown_table_has_one_cell_per_column(atlas_dir, tmp_path):
+    exp, runs = atlas_dir
+    write_atlas(exp / "claims.yaml", exp, runs, tmp_path / "atlas", improvement=False)
+    lines = [l for l in (tmp_path / "atlas" / "atlas.md").read_text().splitlines() if l.startswith("|")]
+    assert len(lines) == 2 + 9 and len({l.count("|") for l in lines}) == 1, lines

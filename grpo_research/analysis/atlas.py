@@ -248,7 +248,7 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
         "id": claim["id"], "claim": claim["claim"], "arxiv": (claim.get("source") or {}).get("arxiv"),
         "kind": kind if kind != "difference" else f"difference ({predicted})", "metric": metric,
         "unit": metric_unit(metric), "budget": claim["budget"], "setting": claim["setting"],
-        "arms": " | ".join(f"{a['study']}/{a['variant']}" for a in arms), "smallest_effect": delta,
+        "arms": ", ".join(f"{a['study']}/{a['variant']}" for a in arms), "smallest_effect": delta,
         "margin": margin, "ratio": claim.get("ratio"), "n_seeds": 0, "effect": math.nan, "low": math.nan,
         "high": math.nan, "p_claim": math.nan, "p_contra": math.nan, "seeds_needed": None,
         "eval_noise_share": None, "p_improvement": math.nan, "p_improvement_low": math.nan,
