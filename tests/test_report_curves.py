@@ -66,6 +66,13 @@ def test_differences_are_paired_once_per_set_of_numbers(study):
     assert html.count("against each other variant</h4>") == 1
     assert "the same numbers" in html and "Where intervals overlap" not in html
     assert "no difference" not in html.split("Differences from the highest mean")[1].split("<h2>")[0]
+    # the equal-wall-time control (trained on more samples) is not the reference of the table
+    equal = final[(final.benchmark == "arith") & (final.variant != "sft_control-wall")]
+    best_equal = equal.sort_values("mean").iloc[-1]["variant"]
+    assert best == "sft_control-wall" and f"arith (and heldout (trainer): the same numbers): {best_equal} against" in html
+    assert "Not in this table: sft_control-wall" in html
+    assert {o["a"] for o in against_best(final, {"sft_control-wall"})} | {o["b"] for o in against_best(
+        final, {"sft_control-wall"})} == set(equal["variant"])
 
 
 def test_the_report_is_one_file_with_its_chart_library_inlined(study):

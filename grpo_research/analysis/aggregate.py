@@ -234,15 +234,26 @@ def same_numbers(final: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def against_best(final: pd.DataFrame) -> list[dict[str, Any]]:
+def best_variant(g: pd.DataFrame, exclude: set[str] = frozenset()) -> str:
+    """The highest-mean variant of one benchmark's rows of `final`, among those not in `exclude`."""
+    kept = g[~g["variant"].isin(exclude)]
+    return str((kept if not kept.empty else g).loc[lambda d: d["mean"].idxmax(), "variant"])
+
+
+def against_best(final: pd.DataFrame, exclude: set[str] = frozenset()) -> list[dict[str, Any]]:
     """The comparisons of `comparisons` that involve each benchmark's highest-mean variant (one
-    per other variant), benchmarks holding the same numbers as an earlier one left out."""
+    per other variant), benchmarks holding the same numbers as an earlier one left out.
+    `exclude`: variants left out of these comparisons (the equal-wall-time control, trained on
+    more samples than the budget: it is compared in the gains table)."""
     repeats = same_numbers(final)
     out = []
     for bench, g in final.groupby("benchmark", sort=False):
         if bench in repeats:
             continue
-        best = g.loc[g["mean"].idxmax(), "variant"]
+        g = g[~g["variant"].isin(exclude)]
+        if g.empty:
+            continue
+        best = best_variant(g)
         out += [o for o in comparisons(g) if best in (o["a"], o["b"])]
     return out
 

@@ -16,6 +16,7 @@ from grpo_research.analysis.aggregate import (
     CURVES,
     TRAINER_HELDOUT,
     against_best,
+    best_variant,
     gains_sentences,
     pct,
     same_numbers,
@@ -84,11 +85,12 @@ def final_html(final: pd.DataFrame) -> str:
     return html_table(headers, rows, classes)
 
 
-def differences_html(final: pd.DataFrame) -> str:
+def differences_html(final: pd.DataFrame, exclude: set[str] = frozenset()) -> str:
     """Per benchmark, the highest-mean variant against each other one, paired by seed
-    (`compare_paired`); a benchmark holding the same numbers as an earlier one is named, not repeated."""
+    (`compare_paired`); a benchmark holding the same numbers as an earlier one is named, not
+    repeated; `exclude`: variants left out (the equal-wall-time control, said below the table)."""
     repeats = same_numbers(final)
-    pairs = against_best(final)
+    pairs = against_best(final, exclude)
     parts = []
     for bench in dict.fromkeys(final["benchmark"]):
         if bench in repeats:
@@ -96,8 +98,7 @@ def differences_html(final: pd.DataFrame) -> str:
         mine = [o for o in pairs if o["benchmark"] == bench]
         if not mine:
             continue
-        g = final[final.benchmark == bench]
-        best = str(g.loc[g["mean"].idxmax(), "variant"])
+        best = best_variant(final[final.benchmark == bench], exclude)
         rows = []
         for o in mine:
             other = o["b"] if o["a"] == best else o["a"]
@@ -124,7 +125,8 @@ def differences_html(final: pd.DataFrame) -> str:
             "Student-t interval over the seeds both variants have (<code>compare_paired</code>). An interval that "
             "includes 0 does not show the variants equal, only that these seeds do not resolve a difference. A row "
             "of one model (the base model) cannot be paired: only the difference of means is given. Every pair: "
-            "final.md.</p>")
+            "final.md." + (f" Not in this table: {html.escape(', '.join(sorted(exclude)))} (trained on more samples "
+                           "than the budget; compared in the gains table below)." if exclude else "") + "</p>")
 
 
 def passk_html(out: Path, settings: dict[str, list[dict]]) -> str:
@@ -334,7 +336,7 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
         parts.append("<div class=grid>" + "".join(figure(p, p.stem.replace("final_", "final accuracy: "))
                                                   for p in bars) + "</div>")
     if not final.empty:
-        parts.append(differences_html(final))
+        parts.append(differences_html(final, set(wall)))
     passk = passk_html(out, meta["passk_settings"])
     if passk:
         parts.append("<h2>pass@k and maj@k: the base model against the final models</h2>" + passk)
