@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from grpo_research.tasks.base import Grade, Problem, register_task
-from grpo_research.tasks.json_check import Validators, check_json
+from grpo_research.tasks.json_check import check_json
 from grpo_research.tasks.structured import StructuredTask, compact, obj, same_value
 
 NAMES = ["Ada", "Bob", "Cy", "Dee", "Eve", "Finn", "Gus", "Hal", "Ivy", "Jo", "Kim", "Lee", "Max", "Ned", "Ola",
@@ -136,10 +136,6 @@ def make_problem(rng: random.Random, level: int, split: str, index: int) -> Prob
 @register_task("json_schema")
 class JsonSchemaTask(StructuredTask):
     name = "json_schema"
-
-    def __init__(self, levels=(1, 2, 3), level_weights=(0.15, 0.25, 0.6), eval_level: int = 3):
-        super().__init__(levels, level_weights, eval_level)
-        self._validators = Validators()
 
     def draw(self, rng: random.Random, level: int, split: str, index: int) -> Problem:
         return make_problem(rng, level, split, index)

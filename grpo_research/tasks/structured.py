@@ -20,7 +20,7 @@ import random
 from typing import Any
 
 from grpo_research.tasks.base import Grade, Problem
-from grpo_research.tasks.json_check import parse_json
+from grpo_research.tasks.json_check import Validators, parse_json
 
 HELDOUT_SEED = 20250611
 HELDOUT_BUCKETS = 20  # 1 prompt in 20 is reserved for evaluation
@@ -80,6 +80,7 @@ class StructuredTask:
         self.level_weights = list(level_weights)
         self.eval_level = eval_level
         self._heldout: list[Problem] | None = None
+        self._validators = Validators()  # jsonschema validators of the grader, one per distinct schema
 
     def draw(self, rng: random.Random, level: int, split: str, index: int) -> Problem:
         """One problem of `level` drawn with `rng`."""

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from grpo_research.tasks.base import Grade, Problem, register_task
-from grpo_research.tasks.json_check import Validators, check_tool_call
+from grpo_research.tasks.json_check import check_tool_call
 from grpo_research.tasks.json_task import CITIES
 from grpo_research.tasks.structured import StructuredTask, compact, obj, same_value
 
@@ -150,10 +150,6 @@ def make_problem(rng: random.Random, level: int, split: str, index: int) -> Prob
 @register_task("tool_call")
 class ToolCallTask(StructuredTask):
     name = "tool_call"
-
-    def __init__(self, levels=(1, 2, 3), level_weights=(0.15, 0.25, 0.6), eval_level: int = 3):
-        super().__init__(levels, level_weights, eval_level)
-        self._validators = Validators()
 
     def draw(self, rng: random.Random, level: int, split: str, index: int) -> Problem:
         return make_problem(rng, level, split, index)
