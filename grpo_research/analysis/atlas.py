@@ -81,6 +81,7 @@ class ArmValues:
     n_problems: dict[int, int] = field(default_factory=dict)  # accuracies: problems behind each value
     one_model: bool = False
     created: list[float] = field(default_factory=list)  # creation times (s since epoch) of the runs
+    runs: dict[int, Run] = field(default_factory=dict)  # seed -> the run behind each value
 
 
 def metric_unit(metric: str) -> str:
@@ -90,7 +91,7 @@ def metric_unit(metric: str) -> str:
     return ACCURACY
 
 
-def _bench_value(summary: dict[str, Any], entry: str, which: str | None) -> tuple[float | None, int | None]:
+def _bench_value(summary: dict[str, Any], which: str | None) -> tuple[float | None, int | None]:
     n = summary.get("n_problems")
     if which is None:
         return summary.get("pass@1"), n
@@ -113,7 +114,7 @@ def metric_value(run: Run, metric: str) -> tuple[float | None, int | None]:
     summary = run.benchmarks.get(entry)
     if summary is None:
         return None, None
-    return _bench_value(summary, entry, which or None)
+    return _bench_value(summary, which or None)
 
 
 def base_value(run: Run, metric: str) -> float | None:
@@ -131,46 +132,38 @@ def _created(run: Run) -> float | None:
     return f.stat().st_mtime if f.exists() else None
 
 
-def arm_values(arm: dict[str, str], other: dict[str, str] | None, metric: str, runs: dict[str, list[Run]],
-               bases: dict[str, Run | None]) -> ArmValues:
+def arm_values(arm: dict[str, str], metric: str, runs: dict[str, list[Run]], bases: dict[str, Run | None],
+               partner: ArmValues | None = None) -> ArmValues:
     """An arm's values by seed. `runs`: study -> its finished runs; `bases`: study -> its base-model
-    evaluations (or None). `other`: the claim's other arm (what `base model` pairs with)."""
+    evaluations (or None). `partner`: the values of the claim's other arm, which a `base model`
+    arm pairs with (its runs' step-0 evaluations, or the one base-model evaluation per seed)."""
     study, variant = arm["study"], arm["variant"]
     label = f"{study}/{variant}"
     if variant != BASE_ARM:
-        vals, ns, created = {}, {}, []
+        out = ArmValues(label, {})
         for r in runs.get(study, []):
             if r.variant != variant or r.seed is None:
                 continue
             v, n = metric_value(r, metric)
             if v is not None:
-                vals[r.seed] = float(v)
+                out.values[r.seed], out.runs[r.seed] = float(v), r
                 if n:
-                    ns[r.seed] = int(n)
-                created += [t for t in [_created(r)] if t is not None]
-        return ArmValues(label, vals, ns, created=created)
-    if other is None:
+                    out.n_problems[r.seed] = int(n)
+                out.created += [t for t in [_created(r)] if t is not None]
+        return out
+    if partner is None:
         raise UsageError(f"{label}: a `base model` arm needs another arm to pair with")
-    entry = metric.partition(":")[0]
     if metric in ("heldout", "heldout_ood"):
-        partner = arm_values(other, None, metric, runs, bases)
-        vals, ns = {}, {}
-        for r in runs.get(other["study"], []):
-            if r.variant == other["variant"] and r.seed in partner.values:
-                v = base_value(r, metric)
-                if v is not None:
-                    vals[r.seed] = float(v)
-                    n = (r.config.get("train") or {}).get("eval_size")
-                    if n:
-                        ns[r.seed] = int(n)
-        return ArmValues(label, vals, ns)
+        vals = {s: base_value(r, metric) for s, r in partner.runs.items()}
+        vals = {s: float(v) for s, v in vals.items() if v is not None}
+        return ArmValues(label, vals, {s: n for s, n in partner.n_problems.items() if s in vals})
     base = bases.get(study)
+    entry, _, which = metric.partition(":")
     if base is None or entry not in base.benchmarks:
         return ArmValues(label, {}, one_model=True)
-    v, n = _bench_value(base.benchmarks[entry], entry, metric.partition(":")[2] or None)
+    v, n = _bench_value(base.benchmarks[entry], which or None)
     if v is None:
         return ArmValues(label, {}, one_model=True)
-    partner = arm_values(other, None, metric, runs, bases)
     return ArmValues(label, {s: float(v) for s in partner.values}, {s: int(n) for s in partner.values} if n else {},
                      one_model=True)
 
@@ -259,7 +252,7 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
         return row
     notes = []
     if kind == "ordering":
-        values = [arm_values(a, None, metric, runs, bases) for a in arms]
+        values = [arm_values(a, metric, runs, bases) for a in arms]
         steps = []
         for lo, hi in zip(values, values[1:]):
             seeds, d = _paired(hi, lo)
@@ -282,8 +275,10 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
         notes.append(f"effect: the weakest step, {hi.label} - {lo.label}")
         row["first_run_created"] = min((t for v in values for t in v.created), default=None)
         return {**row, "note": "; ".join(notes)}
-    a = arm_values(arms[0], arms[1], metric, runs, bases)
-    b = arm_values(arms[1], arms[0], metric, runs, bases)
+    base_first = arms[0]["variant"] == BASE_ARM  # at most one arm is the base model (load_claims)
+    plain = arm_values(arms[1] if base_first else arms[0], metric, runs, bases)
+    other = arm_values(arms[0] if base_first else arms[1], metric, runs, bases, partner=plain)
+    a, b = (other, plain) if base_first else (plain, other)
     seeds, d = _paired(a, b, ratio)
     row["n_seeds"] = len(seeds)
     row["first_run_created"] = min(a.created + b.created, default=None)
