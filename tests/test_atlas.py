@@ -286,3 +286,32 @@ def test_the_markdown_table_has_one_cell_per_column(atlas_dir, tmp_path):
     write_atlas(exp / "claims.yaml", exp, runs, tmp_path / "atlas", improvement=False)
     lines = [l for l in (tmp_path / "atlas" / "atlas.md").read_text().splitlines() if l.startswith("|")]
     assert len(lines) == 2 + 9 and len({l.count("|") for l in lines}) == 1, lines
+
+
+@pytest.mark.parametrize("value, bound", [(0.0, "floor"), (1.0, "ceiling")])
+def test_arms_all_at_the_accuracy_s_floor_or_ceiling_get_no_verdict(tmp_path, value, bound):
+    # Every model answers none (or all) of the OOD split: zero spread would make both t-tests reject
+    # (an exact 0 < 0.02 'contradicted' the greater-claim before), but such a setting cannot separate the arms.
+    exp, runs = tmp_path / "experiments", tmp_path / "runs"
+    _study(exp, "toy", ["grpo", "rft", "dr_grpo"])
+    for seed in (1, 2, 3):
+        for variant in ("grpo", "rft", "dr_grpo"):
+            _run(runs / "toy", variant, variant, seed, 0.3 + 0.01 * seed)
+            summary = runs / "toy" / f"{variant}-seed{seed}" / "summary.json"
+            summary.write_text(json.dumps({"final_accuracy": 0.3 + 0.01 * seed, "final_accuracy_ood": value}))
+            rows = [json.loads(x) for x in (summary.parent / "metrics.jsonl").read_text().splitlines()]
+            rows[-1]["eval/accuracy_ood"] = value
+            (summary.parent / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    claims = [_claim("ood", [("toy", "grpo"), ("toy", "rft")], metric="heldout_ood"),
+              _claim("ood-order", [("toy", "rft"), ("toy", "dr_grpo"), ("toy", "grpo")], kind="ordering",
+                     metric="heldout_ood"),
+              _claim("in-dist", [("toy", "grpo"), ("toy", "rft")], predicted="not_greater")]
+    (exp / "claims.yaml").write_text(yaml.safe_dump({"claims": claims}))
+    t = _table(exp, runs, improvement=False)
+    for cid in ("ood", "ood-order"):
+        row = t.loc[cid]
+        assert row.verdict == "inconclusive" and row.verdict_unadjusted == "inconclusive", cid
+        assert f"the metric's {bound}" in row.note and pd.isna(row.seeds_needed) and row.n_seeds == 3
+        assert math.isnan(row.p_claim) and math.isnan(row.p_contra_adjusted)
+    # the in-distribution claim on the same runs (no spread either, but not at a bound) keeps its verdict
+    assert t.loc["in-dist", "verdict"] == "reproduced"

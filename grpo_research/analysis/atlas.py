@@ -28,6 +28,10 @@ For each claim (`claim_row`):
   `p_contra` family (`stats.benjamini_hochberg`); a verdict needs an adjusted p <= 0.025, so the
   expected share of false "reproduced" (and of false "contradicted") verdicts is at most 2.5 %.
   The unadjusted verdict (the interval alone) is kept beside it (`verdict_unadjusted`).
+- **floor and ceiling**: a claim on an accuracy whose every value, in every arm and seed, is 0
+  (or every one is 1) gets no verdict ("inconclusive", no seeds needed): with no spread the
+  t-tests would reject at any bound, yet a setting where no model answers at all (the 4-digit
+  OOD split of the tiny model) says nothing about the claim.
 - **seeds needed** (`seeds_needed`, for an inconclusive claim): from the spread of the per-seed
   differences seen so far, the seeds at which its test has 80 % power when the truth sits at the
   planning point (greater/less: delta; not_greater/not_less and equivalence: 0). Those seeds are
@@ -211,6 +215,23 @@ def _eval_noise_share(arms: list[ArmValues], seeds: list[int], d: np.ndarray) ->
     return math.inf if var_d == 0 else noise / var_d
 
 
+def _at_bound(metric: str, arms: list[ArmValues], seeds: list[int]) -> str | None:
+    """'floor' / 'ceiling' when `metric` is an accuracy and every arm's value on `seeds` is 0 / 1."""
+    if metric_unit(metric) != ACCURACY:
+        return None
+    values = {a.values[s] for a in arms for s in seeds}
+    return {frozenset({0.0}): "floor", frozenset({1.0}): "ceiling"}.get(frozenset(values))
+
+
+def _untestable(row: dict[str, Any], bound: str, notes: list[str]) -> dict[str, Any]:
+    """The row of a claim whose arms all sit at the accuracy's floor or ceiling: no verdict."""
+    value = 0 if bound == "floor" else 1
+    row.update(effect=0.0, low=0.0, high=0.0, verdict="inconclusive", note="; ".join(notes + [
+        f"every value of every arm is {value} (the metric's {bound}): this setting cannot separate the arms, "
+        "and more seeds would not either"]))
+    return row
+
+
 def probability_of_improvement(a: list[float], b: list[float], reps: int = 2000, seed: int = 0):
     """(P(a > b), low, high): the probability of improvement of rliable (Agarwal et al. 2021,
     arXiv 2108.13264), P(X > Y) + P(X = Y) / 2 over all pairs of one run of each arm, i.e. the
@@ -259,9 +280,13 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
             steps.append((seeds, d, hi, lo))
         n = min(d.size for _, d, _, _ in steps)
         row["n_seeds"] = n
+        row["first_run_created"] = min((t for v in values for t in v.created), default=None)
         if n < 2:
             row.update(verdict="inconclusive", note="fewer than 2 seeds common to the arms")
             return row
+        bound = _at_bound(metric, values, sorted(set.intersection(*(set(v.values) for v in values))))
+        if bound:
+            return _untestable(row, bound, notes)
         p_claims = [p_above(d, 0.0) for _, d, _, _ in steps]
         p_contras = [p_below(d, delta) for _, d, _, _ in steps]
         worst = int(np.argmax(p_claims))
@@ -273,7 +298,6 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
                    seeds_needed=None if any(p is None for p in plans) else max(plans),
                    eval_noise_share=_eval_noise_share([hi, lo], seeds, d))
         notes.append(f"effect: the weakest step, {hi.label} - {lo.label}")
-        row["first_run_created"] = min((t for v in values for t in v.created), default=None)
         return {**row, "note": "; ".join(notes)}
     base_first = arms[0]["variant"] == BASE_ARM  # at most one arm is the base model (load_claims)
     plain = arm_values(arms[1] if base_first else arms[0], metric, runs, bases)
@@ -289,6 +313,9 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
     if len(seeds) < 2:
         row.update(verdict="inconclusive", note="; ".join(notes + ["fewer than 2 seeds common to the arms"]))
         return row
+    bound = _at_bound(metric, [a, b], seeds) if ratio == 1.0 else None
+    if bound:
+        return _untestable(row, bound, notes)
     mean, low, high = compare_paired(d, np.zeros_like(d))
     p_claim, p_contra = _tests(kind, predicted, d, delta, margin)
     row.update(effect=mean, low=low, high=high, p_claim=p_claim, p_contra=p_contra,
