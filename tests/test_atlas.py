@@ -70,16 +70,16 @@ def test_seeds_for_power_is_the_smallest_n_and_matches_simulation():
 
 # ---------------------------------------------------------------- synthetic studies
 def _run(d: Path, variant: str, method: str, seed: int, final: float, base: float = 0.25, train: dict | None = None,
-         benches: dict | None = None) -> None:
+         benches: dict | None = None, ood: float = 0.0) -> None:
     run = d / f"{variant}-seed{seed}"
     run.mkdir(parents=True)
     (run / "config.yaml").write_text(yaml.safe_dump({"method": method, "seed": seed, "train": {"eval_size": 1000}}))
     rows = [{"step": 0, "samples": 0, "eval/accuracy": base, "eval/accuracy_ood": 0.0}]
     for s in range(1, 5):
         rows.append({"step": s, "samples": 64 * s, "step_s": 0.1, **(train or {})})
-    rows.append({"step": 4, "samples": 256, "eval/accuracy": final, "eval/accuracy_ood": 0.0})
+    rows.append({"step": 4, "samples": 256, "eval/accuracy": final, "eval/accuracy_ood": ood})
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (run / "summary.json").write_text(json.dumps({"final_accuracy": final, "final_accuracy_ood": 0.0}))
+    (run / "summary.json").write_text(json.dumps({"final_accuracy": final, "final_accuracy_ood": ood}))
     (run / "eval").mkdir()
     for name, value in (benches or {}).items():
         (run / "eval" / f"{name}.json").write_text(json.dumps(value))
@@ -296,12 +296,7 @@ def test_arms_all_at_the_accuracy_s_floor_or_ceiling_get_no_verdict(tmp_path, va
     _study(exp, "toy", ["grpo", "rft", "dr_grpo"])
     for seed in (1, 2, 3):
         for variant in ("grpo", "rft", "dr_grpo"):
-            _run(runs / "toy", variant, variant, seed, 0.3 + 0.01 * seed)
-            summary = runs / "toy" / f"{variant}-seed{seed}" / "summary.json"
-            summary.write_text(json.dumps({"final_accuracy": 0.3 + 0.01 * seed, "final_accuracy_ood": value}))
-            rows = [json.loads(x) for x in (summary.parent / "metrics.jsonl").read_text().splitlines()]
-            rows[-1]["eval/accuracy_ood"] = value
-            (summary.parent / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            _run(runs / "toy", variant, variant, seed, 0.3 + 0.01 * seed, ood=value)
     claims = [_claim("ood", [("toy", "grpo"), ("toy", "rft")], metric="heldout_ood"),
               _claim("ood-order", [("toy", "rft"), ("toy", "dr_grpo"), ("toy", "grpo")], kind="ordering",
                      metric="heldout_ood"),

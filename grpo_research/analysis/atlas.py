@@ -215,20 +215,19 @@ def _eval_noise_share(arms: list[ArmValues], seeds: list[int], d: np.ndarray) ->
     return math.inf if var_d == 0 else noise / var_d
 
 
-def _at_bound(metric: str, arms: list[ArmValues], seeds: list[int]) -> str | None:
-    """'floor' / 'ceiling' when `metric` is an accuracy and every arm's value on `seeds` is 0 / 1."""
+def _at_bound(row: dict[str, Any], metric: str, arms: list[ArmValues], seeds: list[int],
+              notes: list[str]) -> dict[str, Any] | None:
+    """The finished row, with no verdict, when `metric` is an accuracy and every arm's value on
+    `seeds` is 0 (its floor) or 1 (its ceiling); None when the claim can be tested."""
     if metric_unit(metric) != ACCURACY:
         return None
-    values = {a.values[s] for a in arms for s in seeds}
-    return {frozenset({0.0}): "floor", frozenset({1.0}): "ceiling"}.get(frozenset(values))
-
-
-def _untestable(row: dict[str, Any], bound: str, notes: list[str]) -> dict[str, Any]:
-    """The row of a claim whose arms all sit at the accuracy's floor or ceiling: no verdict."""
-    value = 0 if bound == "floor" else 1
+    bound = {frozenset({0.0}): "floor", frozenset({1.0}): "ceiling"}.get(
+        frozenset(a.values[s] for a in arms for s in seeds))
+    if bound is None:
+        return None
     row.update(effect=0.0, low=0.0, high=0.0, verdict="inconclusive", note="; ".join(notes + [
-        f"every value of every arm is {value} (the metric's {bound}): this setting cannot separate the arms, "
-        "and more seeds would not either"]))
+        f"every value of every arm is {0 if bound == 'floor' else 1} (the metric's {bound}): this setting "
+        "cannot separate the arms, and more seeds would not either"]))
     return row
 
 
@@ -284,9 +283,9 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
         if n < 2:
             row.update(verdict="inconclusive", note="fewer than 2 seeds common to the arms")
             return row
-        bound = _at_bound(metric, values, sorted(set.intersection(*(set(v.values) for v in values))))
-        if bound:
-            return _untestable(row, bound, notes)
+        untestable = _at_bound(row, metric, values, sorted(set.intersection(*(set(v.values) for v in values))), notes)
+        if untestable:
+            return untestable
         p_claims = [p_above(d, 0.0) for _, d, _, _ in steps]
         p_contras = [p_below(d, delta) for _, d, _, _ in steps]
         worst = int(np.argmax(p_claims))
@@ -313,9 +312,9 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
     if len(seeds) < 2:
         row.update(verdict="inconclusive", note="; ".join(notes + ["fewer than 2 seeds common to the arms"]))
         return row
-    bound = _at_bound(metric, [a, b], seeds) if ratio == 1.0 else None
-    if bound:
-        return _untestable(row, bound, notes)
+    untestable = _at_bound(row, metric, [a, b], seeds, notes) if ratio == 1.0 else None
+    if untestable:
+        return untestable
     mean, low, high = compare_paired(d, np.zeros_like(d))
     p_claim, p_contra = _tests(kind, predicted, d, delta, margin)
     row.update(effect=mean, low=low, high=high, p_claim=p_claim, p_contra=p_contra,
