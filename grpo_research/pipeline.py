@@ -482,7 +482,7 @@ class Pipeline:
         own = (self.study_benchmarks(name).get(benchmark) or {}).get("max_new_tokens") is not None
         length = [] if own else ["--max-new-tokens", cfg.rollout.max_new_tokens]
         return ["--checkpoint", model, "--prompt-format", t.prompt_format, "--system-prompt", t.system_prompt,
-                "--few-shot", t.few_shot, *length, *self.eval_args(name, benchmark)]
+                "--few-shot", t.few_shot, *length, *self.entry_args(name, benchmark)]
 
     def base_eval_inputs(self, name: str) -> list[str]:
         return self.base_inputs(self.study(name).model)
@@ -540,6 +540,15 @@ class Pipeline:
         return ["train", "--run-dir", run_dir, *spec.overrides]
 
     def eval_args(self, study_name: str, benchmark: str) -> list[Any]:
+        """`grpo-research eval` arguments of a run's evaluation on a benchmark entry: the entry's
+        options and, for a greedy evaluation without other data, `--reuse-final-eval` (eval copies
+        the run's own last held-out evaluation when it is exactly this one, else generates:
+        grpo_research/evaluation/final.py)."""
+        args = self.entry_args(study_name, benchmark)
+        opts = self.study_benchmarks(study_name).get(benchmark) or {}
+        return [*args, "--reuse-final-eval"] if opts.get("samples") in (None, 1) and not opts.get("data") else args
+
+    def entry_args(self, study_name: str, benchmark: str) -> list[Any]:
         """The study's options of a benchmark entry as `grpo-research eval` arguments, from
         `--benchmark` (the entry's `benchmark`, else its name; the eval file is named by the entry)."""
         benchmarks = self.study_benchmarks(study_name)

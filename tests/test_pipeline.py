@@ -153,7 +153,7 @@ def test_study_jobs_paths_and_train_commands():
     assert p.wall_inputs("ppo_vs_grpo", "sft_control-wall-seed1")[-1] == "runs/ppo_vs_grpo/sft_control-seed1/summary.json"
     assert p.wall_inputs("ppo_vs_grpo", "grpo-seed1") == []
     assert p.train_threads("ppo_vs_grpo", "grpo-seed1") == 1
-    assert p.eval_args("ppo_vs_grpo", "arith") == ["--benchmark", "arith", "--n", 1000]
+    assert p.eval_args("ppo_vs_grpo", "arith") == ["--benchmark", "arith", "--n", 1000, "--reuse-final-eval"]
     with pytest.raises(PipelineError, match="lists no benchmark 'gsm8k'"):
         p.eval_args("ppo_vs_grpo", "gsm8k")
     with pytest.raises(PipelineError, match="unknown study 'nope'"):
@@ -354,7 +354,7 @@ def test_one_benchmark_evaluated_twice_under_two_entry_names(tmp_path):
         assert f"runs/s/{d}/eval/arith.json" in outs and f"runs/s/{d}/eval/arith_pass64.json" in outs
     assert p.eval_args("s", "arith_pass64") == ["--benchmark", "arith", "--n", 4, "--samples", 64,
                                                 "--temperature", 1.0]
-    assert p.eval_args("s", "arith") == ["--benchmark", "arith", "--n", 8]
+    assert p.eval_args("s", "arith") == ["--benchmark", "arith", "--n", 8, "--reuse-final-eval"]
     assert p.base_eval_args("s", "arith_pass64")[-8:] == ["--benchmark", "arith", "--n", 4, "--samples", 64,
                                                           "--temperature", 1.0]
     proc, _ = snakemake(tmp_path, "-n", "-p", "study_s", config={"studies_dir": str(studies)})

@@ -58,7 +58,10 @@ def test_miniature_pipeline_end_to_end(tmp_path):
         run_dir = tmp_path / "runs" / "mini" / f"grpo-seed{seed}"
         summary = json.loads((run_dir / "summary.json").read_text())
         assert summary["steps"] == 3 and summary["samples"] == 12
-        assert json.loads((run_dir / "eval" / "arith.json").read_text())["n_tasks"] == 10
+        greedy = json.loads((run_dir / "eval" / "arith.json").read_text())
+        # the run's own last evaluation, copied (tests/test_final_eval.py: equal to generating again)
+        assert greedy["n_tasks"] == 10 and greedy["reused_from"] == f"runs/mini/grpo-seed{seed}/final_eval/heldout.json"
+        assert greedy["pass@1"] == summary["final_accuracy"]
         config = yaml.safe_load((run_dir / "config.yaml").read_text())
         assert config["model"]["name_or_path"] == "runs/_base/tiny-arith" and config["tracking"]["group"] == "mini"
     # the supervised control beside the RL runs: equal samples, and equal wall time

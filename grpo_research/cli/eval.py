@@ -12,6 +12,7 @@ Usage errors print one `error: ...` line and exit with status 2, before any work
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -38,6 +39,9 @@ def build_parser() -> Parser:
     p.add_argument("--system-prompt", help="chat: a system turn (default: the run's task.system_prompt)")
     p.add_argument("--few-shot", type=int, help="solved training problems shown first (default: the run's task.few_shot)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--reuse-final-eval", action="store_true",
+                   help="--checkpoint a run dir: copy the run's own last held-out evaluation (final_eval/heldout.json) "
+                        "when it is exactly this evaluation, else say why and generate")
     p.set_defaults(func=cmd_eval)
     return p
 
@@ -50,6 +54,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # before any work; the inputs are the model's files and the config (a run dir's eval/ is where outputs go)
     model = args.checkpoint / "model" if (args.checkpoint / "model").is_dir() else args.checkpoint
     out = check_outputs(args.out, [model, args.config, args.checkpoint / "config.yaml"], args.data, predictions=True)
+    if args.reuse_final_eval:
+        from grpo_research.evaluation.final import reuse_final_eval
+
+        why = reuse_final_eval(args, out)
+        if why is None:
+            s = json.loads(out.read_text())
+            print(f"{summary_line(s)} over {s['n_tasks']} tasks, {s['n_samples']} samples: the run's own final "
+                  f"evaluation at step {s['evaluated_by']['trainer_step']} ({s['reused_from']}) -> {out}")
+            return 0
+        print(f"not reusing the run's final evaluation: {why}; generating", file=sys.stderr)
     result = evaluate_checkpoint(args)
     s = result["summary"]
     write_results(out, s, result["rows"], result["predictions"])

@@ -75,9 +75,13 @@ def _task_id(value: Any) -> str | None:
 
 
 def score_predictions(
-    task: Task, predictions: list[dict], labels: list[str] | None = None
+    task: Task, predictions: list[dict], labels: list[str] | None = None, grades: list | None = None,
 ) -> tuple[dict, list[dict]]:
     """Grade `predictions` on `task`'s held-out problems; return (summary, one row per prediction).
+
+    `grades`: what `task.grade_many` already returned for exactly these predictions (the
+    trainer's final evaluation), used instead of grading them again; sandbox errors among them
+    are still graded once more.
 
     `labels` name each prediction in error messages (default "prediction N"). Raises
     UsageError for a missing field or an unknown task_id. Math tasks (`task.kind == "math"`,
@@ -107,7 +111,12 @@ def score_predictions(
 
     completions = [p["completion"] for p in predictions]
     finished = [p.get("finished", True) for p in predictions]
-    grades = task.grade_many(chosen, completions, finished)
+    if grades is None:
+        grades = task.grade_many(chosen, completions, finished)
+    elif len(grades) != len(predictions):
+        raise ValueError(f"{len(grades)} grades for {len(predictions)} predictions")
+    else:
+        grades = list(grades)
     retry = [i for i, g in enumerate(grades) if g.masked]
     if retry:  # a sandbox error is an infrastructure failure: try once more
         again = task.grade_many([chosen[i] for i in retry], [completions[i] for i in retry], [finished[i] for i in retry])

@@ -372,11 +372,27 @@ class Trainer:
     def evaluate(self) -> dict[str, Any]:
         """Greedy held-out accuracy; each data-parallel process grades its share."""
         t0 = time.perf_counter()
-        row = {"step": self.step, "samples": self.samples, "tokens": self.tokens,
-               "eval/accuracy": self._accuracy(self.heldout)}
+        if self.step == self.cfg.train.steps and self.dp.world == 1:
+            accuracy = self._final_accuracy()
+        else:
+            accuracy = self._accuracy(self.heldout)
+        row = {"step": self.step, "samples": self.samples, "tokens": self.tokens, "eval/accuracy": accuracy}
         if self.ood:
             row["eval/accuracy_ood"] = self._accuracy(self.ood)
         return {**row, "eval_s": time.perf_counter() - t0}
+
+    def _final_accuracy(self) -> float:
+        """The last step's held-out accuracy, its predictions kept as an evaluation file
+        (grpo_research/evaluation/final.py) that the study's equal evaluation of the final model
+        reuses instead of generating again."""
+        from grpo_research.evaluation.final import write_final_eval
+
+        t0 = time.perf_counter()
+        predictions, grades = common.greedy_predictions(self.policy, self.tokenizer, self.task, self.heldout,
+                                                        self.cfg.rollout.max_new_tokens)
+        write_final_eval(self.run_dir, self.task, self.tokenizer, predictions, grades, step=self.step,
+                         max_new_tokens=self.cfg.rollout.max_new_tokens, generate_s=time.perf_counter() - t0)
+        return sum(g.correct for g in grades) / max(len(self.heldout), 1)
 
     def _accuracy(self, problems: list) -> float:
         """Greedy accuracy on `problems`, each data-parallel process grading its share."""

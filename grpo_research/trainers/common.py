@@ -192,20 +192,30 @@ def _params(model) -> set[str]:
     return set(inspect.signature(model.forward).parameters)
 
 
-@torch.no_grad()
 def count_correct(model, tokenizer, task: Task, problems: list[Problem], max_new_tokens: int,
                   batch_size: int = 500) -> int:
     """Problems answered correctly, greedy, with the task's own grader."""
+    _, grades = greedy_predictions(model, tokenizer, task, problems, max_new_tokens, batch_size)
+    return sum(g.correct for g in grades)
+
+
+@torch.no_grad()
+def greedy_predictions(model, tokenizer, task: Task, problems: list[Problem], max_new_tokens: int,
+                       batch_size: int = 500) -> tuple[list[dict], list]:
+    """Greedy completions of `problems` and their grades (the task's own grader): (predictions
+    as `grpo-research eval` writes them, {task_id, completion, finished}; one grade each)."""
     was_training = model.training
     model.eval()
-    correct = 0
+    predictions: list[dict] = []
+    grades: list = []
     for i in range(0, len(problems), batch_size):
         chunk = problems[i : i + batch_size]
         batch = generate(model, tokenizer, chunk, 1, max_new_tokens=max_new_tokens, greedy=True)
-        grades = task.grade_many(chunk, batch.completions, batch.finished)
-        correct += sum(g.correct for g in grades)
+        grades += task.grade_many(chunk, batch.completions, batch.finished)
+        predictions += [{"task_id": p.id, "completion": c, "finished": f}
+                        for p, c, f in zip(batch.problems, batch.completions, batch.finished)]
     model.train(was_training)
-    return correct
+    return predictions, grades
 
 
 def evaluate_accuracy(model, tokenizer, task: Task, problems: list[Problem], max_new_tokens: int,
