@@ -81,3 +81,18 @@ def test_a_record_of_another_step_is_not_reused(run_dir, tmp_path, capsys):
     shutil.rmtree(run / "final_eval")
     assert _eval(run, tmp_path / "p.json", "--n", "24", "--reuse-final-eval") == 0
     assert "the run wrote no final_eval/heldout.json" in capsys.readouterr().err
+
+
+def test_a_reused_evaluation_does_not_import_torch(run_dir, tmp_path):
+    """The copy is the point: a reused evaluation must not pay for torch (~1.3 s of the ~2.4 s
+    job before the config was read as plain YAML)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from grpo_research.cli import main; "
+            f"rc = main(['eval', '--checkpoint', {str(run_dir)!r}, '--benchmark', 'arith', '--n', '24', "
+            f"'--out', {str(tmp_path / 'o.json')!r}, '--reuse-final-eval']); "
+            "print(rc, 'torch' in sys.modules, 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split()[-3:] == ["0", "False", "False"], out.stdout + out.stderr
+    assert json.loads((tmp_path / "o.json").read_text())["reused_from"] == str(final_eval_path(run_dir))

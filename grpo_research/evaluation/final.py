@@ -63,21 +63,25 @@ def _reuse_problem(args: argparse.Namespace) -> tuple[str | None, Path, dict | N
     if not record_path.is_file():
         return f"the run wrote no {FINAL_EVAL} (trained before this record existed, or data-parallel)", \
             record_path, None
-    from grpo_research.config import config_from_dict, load_yaml
+    from grpo_research.config import load_yaml
 
-    cfg = config_from_dict(load_yaml(run_dir / "config.yaml"), str(run_dir / "config.yaml"))
+    # the resolved config the trainer wrote, read as plain YAML: validating it would import torch
+    # (the algorithm registries), which is most of this command's cost
+    cfg = load_yaml(run_dir / "config.yaml")
+    try:
+        task, eval_size, run_max_new = cfg["task"]["name"], cfg["train"]["eval_size"], cfg["rollout"]["max_new_tokens"]
+    except (KeyError, TypeError):
+        return f"{run_dir / 'config.yaml'} lacks task.name, train.eval_size or rollout.max_new_tokens", record_path, None
     record = json.loads(record_path.read_text())
     summary_path = run_dir / "summary.json"
     last_step = json.loads(summary_path.read_text()).get("steps") if summary_path.is_file() else None
-    max_new = args.max_new_tokens or cfg.rollout.max_new_tokens
+    max_new = args.max_new_tokens or run_max_new
     checks = [
         (args.config is None, "--config is given"),
-        (args.benchmark == cfg.task.name == record.get("benchmark"), f"--benchmark {args.benchmark} is not the run's "
-                                                                      f"task {cfg.task.name}"),
+        (args.benchmark == task == record.get("benchmark"), f"--benchmark {args.benchmark} is not the run's task {task}"),
         (not args.data, "--data is given"),
         (args.samples == 1, f"--samples {args.samples} is not greedy"),
-        (args.n == cfg.train.eval_size == record.get("n_problems"),
-         f"--n {args.n} is not the run's train.eval_size {cfg.train.eval_size}"),
+        (args.n == eval_size == record.get("n_problems"), f"--n {args.n} is not the run's train.eval_size {eval_size}"),
         (max_new == record.get("decoding", {}).get("max_new_tokens"), f"--max-new-tokens {max_new} differs"),
         (args.prompt_format is None and args.system_prompt is None and args.few_shot is None,
          "prompt options are given"),
