@@ -121,8 +121,13 @@ def test_two_processes_reach_the_one_process_parameters_and_metrics(runs, eos_mo
 def test_rank_zero_alone_writes_the_run_dir(runs):
     one, two, stdout = runs
     assert sorted(p.name for p in two.iterdir()) == sorted(p.name for p in one.iterdir()) == \
-        [".lock", "checkpoint", "config.yaml", "metrics.jsonl", "model", "prompt.json", "samples",
+        [".lock", "checkpoint", "config.yaml", "final_eval", "metrics.jsonl", "model", "prompt.json", "samples",
          "summary.json"]
+    # the last evaluation's file: every process's share, in problem order, as one process writes it
+    rec_one, rec_two = (json.loads((d / "final_eval" / "heldout.json").read_text()) for d in (one, two))
+    assert rec_two["n_predictions"] == rec_one["n_predictions"] == 8 and rec_two["pass@1"] == rec_one["pass@1"]
+    assert (two / "final_eval" / "heldout.predictions.jsonl").read_text() == \
+        (one / "final_eval" / "heldout.predictions.jsonl").read_text()
     assert [p.name for p in (two / "samples").iterdir()] == ["step_000002.jsonl"]
     rows = read_metrics(two / "metrics.jsonl")
     assert [r["step"] for r in rows if "reward_mean" in r] == [1, 2]  # each row once

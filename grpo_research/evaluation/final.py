@@ -13,10 +13,10 @@ compares), at a fraction of the cost (each such job was ~9 s of process start, m
 and generation; the main study has 35 of them, the atlas 119).
 
 Anything that differs (another task or data, samples, temperature, token limit, prompt options,
-`--n`, a record from another step than the run's last, a data-parallel run, which writes none)
-means no reuse: `eval` says why in one line and generates as before.
-This module imports neither torch nor transformers, so a reused evaluation costs a fraction of
-a second.
+`--n`, a record from another step than the run's last) means no reuse: `eval` says why in one
+line and generates as before. (A data-parallel run's processes each evaluate their share; rank 0
+writes the whole record.) This module imports neither torch nor transformers, so a reused
+evaluation costs a fraction of a second.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def _reuse_problem(args: argparse.Namespace) -> tuple[str | None, Path, dict | N
     if not (run_dir / "config.yaml").is_file() or not (run_dir / "model").is_dir():
         return f"{run_dir} is not a run dir", record_path, None
     if not record_path.is_file():
-        return f"the run wrote no {FINAL_EVAL} (trained before this record existed, or data-parallel)", \
+        return f"the run wrote no {FINAL_EVAL} (trained before this record existed)", \
             record_path, None
     from grpo_research.config import load_yaml
 
