@@ -372,40 +372,32 @@ class Trainer:
     def evaluate(self) -> dict[str, Any]:
         """Greedy held-out accuracy; each data-parallel process grades its share."""
         t0 = time.perf_counter()
-        if self.step == self.cfg.train.steps:
-            accuracy = self._final_accuracy()
-        else:
-            accuracy = self._accuracy(self.heldout)
+        # the last step's predictions are kept as an evaluation file (grpo_research/evaluation/final.py)
+        # that the study's equal evaluation of the final model reuses instead of generating again
+        accuracy = self._accuracy(self.heldout, record=self.step == self.cfg.train.steps)
         row = {"step": self.step, "samples": self.samples, "tokens": self.tokens, "eval/accuracy": accuracy}
         if self.ood:
             row["eval/accuracy_ood"] = self._accuracy(self.ood)
         return {**row, "eval_s": time.perf_counter() - t0}
 
-    def _final_accuracy(self) -> float:
-        """The last step's held-out accuracy, its predictions kept as an evaluation file
-        (grpo_research/evaluation/final.py) that the study's equal evaluation of the final model
-        reuses instead of generating again. Each data-parallel process grades its share; rank 0
-        writes the file from all of them, in problem order."""
-        from grpo_research.evaluation.final import write_final_eval
-
+    def _accuracy(self, problems: list, record: bool = False) -> float:
+        """Greedy accuracy on `problems`, each data-parallel process grading its share; with
+        `record`, rank 0 writes every process's predictions, in problem order, as the run's
+        final evaluation file."""
         t0 = time.perf_counter()
-        lo, hi = self.dp.shard(len(self.heldout))
-        predictions, grades = common.greedy_predictions(self.policy, self.tokenizer, self.task, self.heldout[lo:hi],
+        lo, hi = self.dp.shard(len(problems))
+        predictions, grades = common.greedy_predictions(self.policy, self.tokenizer, self.task, problems[lo:hi],
                                                         self.cfg.rollout.max_new_tokens)
         correct = self.dp.sum_values([sum(g.correct for g in grades)])[0]
-        parts = self.dp.gather_objects((predictions, grades))  # rank 0: every process's share in rank order
-        if self.dp.main:
-            write_final_eval(self.run_dir, self.task, self.tokenizer, [p for ps, _ in parts for p in ps],
-                             [g for _, gs in parts for g in gs], step=self.step,
-                             max_new_tokens=self.cfg.rollout.max_new_tokens, generate_s=time.perf_counter() - t0)
-        return correct / max(len(self.heldout), 1)
+        if record:
+            from grpo_research.evaluation.final import write_final_eval
 
-    def _accuracy(self, problems: list) -> float:
-        """Greedy accuracy on `problems`, each data-parallel process grading its share."""
-        lo, hi = self.dp.shard(len(problems))
-        correct = common.count_correct(self.policy, self.tokenizer, self.task, problems[lo:hi],
-                                       self.cfg.rollout.max_new_tokens)
-        return self.dp.sum_values([correct])[0] / max(len(problems), 1)
+            parts = self.dp.gather_objects((predictions, grades))  # rank 0: every process's share in rank order
+            if self.dp.main:
+                write_final_eval(self.run_dir, self.task, self.tokenizer, [p for ps, _ in parts for p in ps],
+                                 [g for _, gs in parts for g in gs], step=self.step,
+                                 max_new_tokens=self.cfg.rollout.max_new_tokens, generate_s=time.perf_counter() - t0)
+        return correct / max(len(problems), 1)
 
     def state(self) -> dict[str, Any]:
         return {
