@@ -310,3 +310,19 @@ def test_arms_all_at_the_accuracy_s_floor_or_ceiling_get_no_verdict(tmp_path, va
         assert math.isnan(row.p_claim) and math.isnan(row.p_contra_adjusted)
     # the in-distribution claim on the same runs (no spread either, but not at a bound) keeps its verdict
     assert t.loc["in-dist", "verdict"] == "reproduced"
+
+
+def test_the_atlas_says_where_its_runs_ran_and_warns_on_mixed_machines(atlas_dir, tmp_path):
+    exp, runs = atlas_dir
+    summaries = sorted(runs.glob("*/*/summary.json"))
+    for i, f in enumerate(summaries):
+        s = json.loads(f.read_text())
+        s["environment"] = {"cpu": "Intel Xeon" if i == 0 else "AMD EPYC", "accelerator": "none",
+                            "torch": "2.13.0+cpu", "transformers": "5.25.0", "code": "abc"}
+        f.write_text(json.dumps(s))
+    write_atlas(exp / "claims.yaml", exp, runs, tmp_path / "atlas", improvement=False)
+    md = (tmp_path / "atlas" / "atlas.md").read_text()
+    assert f"- AMD EPYC, torch 2.13.0+cpu, transformers 5.25.0: {len(summaries) - 1} run(s), code abc" in md
+    assert "**Warning:**" in md
+    html = (tmp_path / "atlas" / "report.html").read_text()
+    assert "Where the runs ran: AMD EPYC" in html and "<b>Warning:</b>" in html

@@ -1,9 +1,11 @@
 """The base-model build (issue 13): it checkpoints and resumes to the same model, and one
 process builds a cached base model while the others wait for it."""
+import json
 import threading
 import time
 
 import pytest
+import torch
 from safetensors.torch import load_file
 
 import grpo_research.trainers.sft as sft
@@ -60,6 +62,10 @@ def test_a_second_run_waits_for_the_base_model_being_built(tmp_path, monkeypatch
     holder.release()
     t.join(120)
     assert result["path"] == path and (path / "base_info.json").exists()
+    from grpo_research.provenance import cpu_model  # where it was built: base models differ across CPUs
+
+    env = json.loads((path / "base_info.json").read_text())["environment"]
+    assert env["cpu"] == cpu_model() and env["torch"] == torch.__version__
 
 
 def test_an_unfinished_build_of_another_config_is_refused(tmp_path, monkeypatch):

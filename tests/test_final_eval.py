@@ -4,6 +4,7 @@ and anything that differs from the run's own evaluation generates instead."""
 import json
 
 import pytest
+import torch
 
 from grpo_research.cli import main
 from grpo_research.evaluation.final import final_eval_path
@@ -96,3 +97,11 @@ def test_a_reused_evaluation_does_not_import_torch(run_dir, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split()[-3:] == ["0", "False", "False"], out.stdout + out.stderr
     assert json.loads((tmp_path / "o.json").read_text())["reused_from"] == str(final_eval_path(run_dir))
+
+
+def test_summary_records_where_the_run_ran(run_dir):
+    from grpo_research.provenance import code_version, cpu_model
+
+    env = json.loads((run_dir / "summary.json").read_text())["environment"]
+    assert env["cpu"] == cpu_model() and env["torch"] == torch.__version__ and env["accelerator"] == "none"
+    assert env["code"] == code_version()

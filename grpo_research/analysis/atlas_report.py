@@ -114,7 +114,8 @@ def prereg_summary(table: pd.DataFrame) -> str:
             "(run directories' creation times; the others say why in their note).")
 
 
-def atlas_markdown(table: pd.DataFrame, commit: dict[str, Any]) -> str:
+def atlas_markdown(table: pd.DataFrame, commit: dict[str, Any], where: str = "") -> str:
+    """The atlas table; `where`: grpo_research.provenance.environments_markdown of its runs."""
     counts = table["verdict"].value_counts()
     lines = [f"# The replication atlas: {len(table)} claims", "",
              ", ".join(f"{counts.get(v, 0)} {v}" for v in ("reproduced", "contradicted", "inconclusive", "deferred"))
@@ -127,7 +128,7 @@ def atlas_markdown(table: pd.DataFrame, commit: dict[str, Any]) -> str:
         need = "" if pd.isna(r["seeds_needed"]) or r["seeds_needed"] is None else str(int(r["seeds_needed"]))
         lines.append(f"| {r['id']} | {r['verdict']} | {effect_text(r)} | {r['n_seeds']} | {need} | {bound_text(r)} | "
                      f"{r['arms']} | {r['metric']} |")
-    lines += ["", method_text(), ""]
+    lines += ["", method_text(), ""] + ([where] if where else [])
     return "\n".join(lines) + "\n"
 
 
@@ -142,7 +143,8 @@ def method_text() -> str:
             + AA_NOTE)
 
 
-def atlas_html(table: pd.DataFrame, commit: dict[str, Any], forest: Path | None) -> str:
+def atlas_html(table: pd.DataFrame, commit: dict[str, Any], forest: Path | None,
+               envs: list[dict[str, Any]] | None = None) -> str:
     from grpo_research.analysis.report import CSS, figure, html_table
 
     counts = table["verdict"].value_counts()
@@ -160,6 +162,13 @@ def atlas_html(table: pd.DataFrame, commit: dict[str, Any], forest: Path | None)
                  + (" <b>with uncommitted changes</b>" if commit.get("dirty") else "")
                  + f"; {html.escape(prereg_summary(table))} Generated "
                  + _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + ".</p>")
+    if envs:  # results differ across CPUs: say where the runs ran
+        parts.append("<p class=muted>Where the runs ran: " + "; ".join(
+            f"{html.escape(e['environment'])} ({e['runs']} runs"
+            + (f", code {html.escape(', '.join(e['code']))}" if e["code"] else "") + ")" for e in envs) + ".</p>")
+        if len(envs) > 1:
+            parts.append("<p><b>Warning:</b> the runs come from more than one machine or software stack; the same "
+                         "config and seed can give different accuracies on a different CPU.</p>")
     if forest is not None:
         parts.append(figure(forest, "Each claim's effect with its 95 % interval, divided by its smallest effect "
                                     "(or equivalence margin): dotted lines at ±1; colour: the verdict."))
@@ -208,9 +217,14 @@ def write_atlas(claims_path: str | Path, studies_dir: str | Path, runs_dir: str 
     commit = claims_commit(claims_path)
     table = with_preregistration(build_atlas(claims, runs, bases, improvement), commit)
     write_text_atomic(out / "atlas.csv", table.reindex(columns=COLUMNS).to_csv(index=False))
-    write_text_atomic(out / "atlas.md", atlas_markdown(table, commit))
+    from grpo_research.provenance import base_model_environments, environments_markdown, environments_of
+
+    every = [r for rs in runs.values() for r in rs]
+    envs = environments_of([r.summary for r in every])
+    where = environments_markdown(envs, base_model_environments([r.config for r in every]))
+    write_text_atomic(out / "atlas.md", atlas_markdown(table, commit, where))
     from grpo_research.analysis.plots import plot_forest
 
     forest = plot_forest(table, out / "figures" / "forest.png")
-    write_text_atomic(out / "report.html", atlas_html(table, commit, forest))
+    write_text_atomic(out / "report.html", atlas_html(table, commit, forest, envs))
     return table

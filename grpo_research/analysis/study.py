@@ -12,6 +12,7 @@ import yaml
 
 from grpo_research.errors import UsageError
 from grpo_research.files import write_text_atomic
+from grpo_research.provenance import base_model_environments, environments_markdown, environments_of
 
 
 def base_model_run(runs_dir: Path):
@@ -59,7 +60,10 @@ def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None 
     cost = cost_table(runs, variants)
     curves = curve_table(runs, variants, smooth=smooth, n_boot=n_boot, seed=seed)
     write_text_atomic(out / "final.csv", final.to_csv(index=False))
-    write_text_atomic(out / "final.md", f"# {name}: final accuracy\n\n" + final_markdown(final, n_boot))
+    envs = environments_of([r.summary for r in runs])  # machines and versions the runs ran on
+    bases = base_model_environments([r.config for r in runs])
+    write_text_atomic(out / "final.md", f"# {name}: final accuracy\n\n" + final_markdown(final, n_boot)
+                      + "\n" + environments_markdown(envs, bases))
     write_text_atomic(out / "cost.csv", cost.to_csv(index=False))
     write_text_atomic(out / "cost.md", f"# {name}: cost per method\n\n" + cost_markdown(cost))
     write_text_atomic(out / "curves.csv", curves.to_csv(index=False))
@@ -93,6 +97,7 @@ def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None 
         # the equal-wall-time control: trained on more samples, so left out of the equal-samples panels
         "wall_variants": [v for v in variants if any(r.variant == v and is_wall_control(r) for r in runs)],
         "steps_per_run": sorted({len(r.train) for r in runs if r.train}),
+        "environments": envs, "base_model_environments": bases,
     }
     write_text_atomic(out / "summary.json", json.dumps(meta, indent=2) + "\n")
     return meta

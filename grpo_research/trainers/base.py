@@ -38,6 +38,7 @@ from grpo_research.errors import ConfigError, UsageError
 from grpo_research.files import fsync_path, write_text_atomic
 from grpo_research.locks import DirLock
 from grpo_research.models import load_causal_lm
+from grpo_research.provenance import environment
 from grpo_research.rewards import RewardBatch, build_reward
 from grpo_research.rollout import RolloutBatch, rollout_backend, select_and_concat
 from grpo_research.tasks import build_task
@@ -525,6 +526,7 @@ class Trainer:
             "final_accuracy": acc[-1]["eval/accuracy"] if acc else None,
             "train_s_this_invocation": time.perf_counter() - t_start,
             "threads": self.threads or torch.get_num_threads(),  # what train.threads resolved to
+            "environment": environment(self.device),  # machine, versions, commit: results differ across CPUs
         }
         if acc and "eval/accuracy_ood" in acc[-1]:
             summary["initial_accuracy_ood"] = acc[0].get("eval/accuracy_ood")

@@ -29,6 +29,7 @@ from grpo_research.files import replace_dir, temp_dir_beside
 from grpo_research.locks import DirLock, Locked
 from grpo_research.models import build_char_tokenizer, build_tiny_model
 from grpo_research.models.real import PACKAGED_MODELS, convert_gguf, gguf_file
+from grpo_research.provenance import environment
 from grpo_research.tasks import build_task
 from grpo_research.tasks.base import Problem
 from grpo_research.trainers import common
@@ -146,7 +147,8 @@ def train_base_model(cfg: RunConfig, out_dir: str | Path, progress: bool = True)
     bar.close()
     acc = common.evaluate_accuracy(model, tokenizer, task, heldout, cfg.rollout.max_new_tokens)
     info = {"steps": step, "heldout_accuracy": acc, "seconds": earlier_s + time.perf_counter() - t0, "history": history,
-            "parameters": sum(p.numel() for p in model.parameters()), "task": cfg.task.name, "base_seed": b.seed}
+            "parameters": sum(p.numel() for p in model.parameters()), "task": cfg.task.name, "base_seed": b.seed,
+            "environment": environment(next(model.parameters()).device)}  # a base model differs across CPUs (grpo_research.provenance)
     tmp = temp_dir_beside(out_dir)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)

@@ -1,0 +1,125 @@
+"""Where a result was computed: the machine, the software and the code version.
+
+The same commit and config give different models on different CPUs (float kernels differ, and
+training amplifies the difference: benchmarks/RESULTS.md, "2026-12-05", the main study's GRPO at
+34.0 % on one 2-core machine and 43.8 % on another). So every run's `summary.json` and every base
+model's `base_info.json` carry `environment()`, and a study's report says which environments its
+runs came from and warns when there is more than one.
+"""
+from __future__ import annotations
+
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+# the fields that decide the numbers; `code` is compared separately (a code change is a different
+# experiment, not a different machine)
+MACHINE_KEYS = ("cpu", "cpu_capability", "accelerator", "torch", "transformers")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name") and ":" in line:
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def code_version(root: str | Path = PACKAGE_ROOT) -> str | None:
+    """The git commit of `root` (short hash, `+dirty` when tracked files differ from it), or None
+    when `root` is not a git checkout (an installed wheel) or git is missing."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+
+    try:
+        top = git("rev-parse", "--show-toplevel")
+        # a package installed into a virtualenv inside some other checkout is not that checkout's code
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != Path(root).resolve():
+            return None
+        head = git("rev-parse", "--short=12", "HEAD")
+        if head.returncode != 0:  # a repository without commits
+            return None
+        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty else "")
+
+
+def environment(device: Any = None) -> dict[str, Any]:
+    """Machine, software versions and code version of this process (for summary files)."""
+    import torch
+    import transformers
+
+    accelerator = "none"
+    if device is not None and torch.device(device).type == "cuda" and torch.cuda.is_available():
+        accelerator = torch.cuda.get_device_name(torch.device(device))
+    return {
+        "cpu": cpu_model(),
+        # the vector instructions torch's CPU kernels dispatch to (VMs often hide the CPU's model)
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "accelerator": accelerator, "torch": torch.__version__,
+        "transformers": transformers.__version__, "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.machine()}", "code": code_version(),
+    }
+
+
+def describe(env: dict[str, Any] | None) -> str:
+    """One line for a report: `cpu (capability) + accelerator, torch X, transformers Y`."""
+    if not env:
+        return "not recorded"
+    where = env.get("cpu", "?") + (f" ({env['cpu_capability']})" if env.get("cpu_capability") else "")
+    where += ("" if env.get("accelerator") in (None, "none") else f" + {env['accelerator']}")
+    return f"{where}, torch {env.get('torch', '?')}, transformers {env.get('transformers', '?')}"
+
+
+def environments_of(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Distinct machine environments (MACHINE_KEYS) over run summaries, most runs first:
+    [{"environment": str, "runs": n, "code": [commits]}]; runs without a record count as
+    "not recorded"."""
+    groups: dict[str, dict[str, Any]] = {}
+    for s in summaries:
+        env = s.get("environment")
+        key = describe({k: env.get(k) for k in MACHINE_KEYS} if env else None)
+        g = groups.setdefault(key, {"environment": key, "runs": 0, "code": []})
+        g["runs"] += 1
+        code = (env or {}).get("code")
+        if code and code not in g["code"]:
+            g["code"].append(code)
+    return sorted(groups.values(), key=lambda g: -g["runs"])
+
+
+def base_model_environments(configs: list[dict[str, Any]]) -> dict[str, str]:
+    """{model.name_or_path: where it was built} for the runs' starting models that are base models
+    built by `grpo-research sft` (a base_info.json beside the weights; paths as the runs saw them)."""
+    import json
+
+    out: dict[str, str] = {}
+    for cfg in configs:
+        path = (cfg.get("model") or {}).get("name_or_path")
+        if not path or path in out:
+            continue
+        info = Path(path) / "base_info.json"
+        if info.is_file():
+            out[path] = describe(json.loads(info.read_text()).get("environment"))
+    return out
+
+
+def environments_markdown(envs: list[dict[str, Any]], bases: dict[str, str] | None = None) -> str:
+    """The report's paragraph on where the runs ran (a warning when more than one environment)."""
+    if not envs:
+        return ""
+    lines = [f"- {e['environment']}: {e['runs']} run(s)"
+             + (f", code {', '.join(e['code'])}" if e["code"] else "") for e in envs]
+    lines += [f"- base model `{path}` built on: {where}" for path, where in (bases or {}).items()]
+    text = "**Where the runs ran** (each run's summary.json `environment`):\n\n" + "\n".join(lines) + "\n"
+    if len(envs) > 1:
+        text += ("\n**Warning:** the runs come from more than one machine or software stack. The same "
+                 "config and seed can give different accuracies on a different CPU, so differences "
+                 "between variants may partly be differences between machines.\n")
+    return text
