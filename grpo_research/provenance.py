@@ -123,3 +123,21 @@ def environments_markdown(envs: list[dict[str, Any]], bases: dict[str, str] | No
                  "config and seed can give different accuracies on a different CPU, so differences "
                  "between variants may partly be differences between machines.\n")
     return text
+
+
+def environments_html(envs: list[dict[str, Any]], bases: dict[str, str] | None = None) -> str:
+    """environments_markdown as the HTML reports' paragraph(s)."""
+    import html
+
+    if not envs:
+        return ""
+    where = "; ".join(f"{html.escape(e['environment'])} ({e['runs']} runs"
+                      + (f", code {html.escape(', '.join(e['code']))}" if e["code"] else "") + ")" for e in envs)
+    where += "".join(f"; base model <code>{html.escape(p)}</code> built on {html.escape(w)}"
+                     for p, w in (bases or {}).items())
+    text = f"<p class=muted>Where the runs ran: {where}.</p>"
+    if len(envs) > 1:
+        text += ("<p><b>Warning:</b> the runs come from more than one machine or software stack; the same config "
+                 "and seed can give different accuracies on a different CPU, so differences between variants may "
+                 "partly be differences between machines.</p>")
+    return text

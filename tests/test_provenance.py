@@ -95,3 +95,12 @@ def test_study_report_says_where_runs_ran(tmp_path, mixed):
         ["AMD EPYC", "Intel Xeon"] if mixed else ["AMD EPYC"])
     assert "**Where the runs ran**" in final_md
     assert ("**Warning:**" in final_md) == mixed
+
+
+def test_environments_html_escapes_and_warns_only_on_mixed_machines():
+    one = P.environments_of([{"environment": _env("Xeon <v2>")}])
+    text = P.environments_html(one, {"runs/_base/x": "Xeon"})
+    assert "Where the runs ran: Xeon &lt;v2&gt;, torch 2.13.0+cpu, transformers 5.25.0 (1 runs, code abc)" in text
+    assert "base model <code>runs/_base/x</code> built on Xeon" in text and "Warning" not in text
+    two = P.environments_of([{"environment": _env("Xeon")}, {"environment": _env("EPYC")}])
+    assert "<b>Warning:</b>" in P.environments_html(two) and P.environments_html([]) == ""

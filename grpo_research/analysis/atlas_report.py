@@ -13,6 +13,7 @@ import pandas as pd
 
 from grpo_research.analysis.atlas import ACCURACY, ALPHA, POWER, build_atlas, claims_commit
 from grpo_research.errors import UsageError
+from grpo_research.provenance import base_model_environments, environments_html, environments_markdown, environments_of
 from grpo_research.files import write_text_atomic
 
 AA_NOTE = ("A/A calibration of the paired Student-t interval (benchmarks/aa_calibration.py, benchmarks/RESULTS.md, "
@@ -162,13 +163,7 @@ def atlas_html(table: pd.DataFrame, commit: dict[str, Any], forest: Path | None,
                  + (" <b>with uncommitted changes</b>" if commit.get("dirty") else "")
                  + f"; {html.escape(prereg_summary(table))} Generated "
                  + _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + ".</p>")
-    if envs:  # results differ across CPUs: say where the runs ran
-        parts.append("<p class=muted>Where the runs ran: " + "; ".join(
-            f"{html.escape(e['environment'])} ({e['runs']} runs"
-            + (f", code {html.escape(', '.join(e['code']))}" if e["code"] else "") + ")" for e in envs) + ".</p>")
-        if len(envs) > 1:
-            parts.append("<p><b>Warning:</b> the runs come from more than one machine or software stack; the same "
-                         "config and seed can give different accuracies on a different CPU.</p>")
+    parts.append(environments_html(envs or []))  # results differ across CPUs: say where the runs ran
     if forest is not None:
         parts.append(figure(forest, "Each claim's effect with its 95 % interval, divided by its smallest effect "
                                     "(or equivalence margin): dotted lines at ±1; colour: the verdict."))
@@ -217,8 +212,6 @@ def write_atlas(claims_path: str | Path, studies_dir: str | Path, runs_dir: str 
     commit = claims_commit(claims_path)
     table = with_preregistration(build_atlas(claims, runs, bases, improvement), commit)
     write_text_atomic(out / "atlas.csv", table.reindex(columns=COLUMNS).to_csv(index=False))
-    from grpo_research.provenance import base_model_environments, environments_markdown, environments_of
-
     every = [r for rs in runs.values() for r in rs]
     envs = environments_of([r.summary for r in every])
     where = environments_markdown(envs, base_model_environments([r.config for r in every]))

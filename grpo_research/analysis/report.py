@@ -23,6 +23,7 @@ from grpo_research.analysis.aggregate import (
 )
 from grpo_research.analysis.plots import smoothing_note
 from grpo_research.files import write_text_atomic
+from grpo_research.provenance import environments_html
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
@@ -321,17 +322,8 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
         facts.append(f"generated samples per run: {', '.join(f'{s:,}' for s in meta['samples_per_run'])}")
     parts.append(f"<p class=muted>{' &middot; '.join(facts)}. Built from the run directories under "
                  f"<code>{html.escape(meta['runs_dir'])}</code> on {html.escape(meta['generated'])}.</p>")
-    envs = meta.get("environments") or []
-    if envs:  # results differ across CPUs: say where they were computed
-        where = "; ".join(f"{html.escape(e['environment'])} ({e['runs']} runs"
-                          + (f", code {html.escape(', '.join(e['code']))}" if e["code"] else "") + ")" for e in envs)
-        where += "".join(f"; base model <code>{html.escape(p)}</code> built on {html.escape(w)}"
-                         for p, w in (meta.get("base_model_environments") or {}).items())
-        parts.append(f"<p class=muted>Where the runs ran: {where}.</p>")
-        if len(envs) > 1:
-            parts.append("<p><b>Warning:</b> the runs come from more than one machine or software stack; the same "
-                         "config and seed can give different accuracies on a different CPU, so differences between "
-                         "variants may partly be differences between machines.</p>")
+    # results differ across CPUs: say where they were computed
+    parts.append(environments_html(meta.get("environments") or [], meta.get("base_model_environments")))
     parts.append("<h2>Final accuracy</h2>")
     parts.append(final_html(final))
     parts.append(f"<p class=muted>Mean over seeds with a 95% percentile-bootstrap interval over seeds "
