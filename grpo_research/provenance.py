@@ -13,6 +13,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from grpo_research.errors import UsageError
+
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 # the fields that decide the numbers; `code` is compared separately (a code change is a different
@@ -31,24 +33,29 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+def git(cwd: str | Path, *args: str) -> str | None:
+    """`git *args` run in `cwd`: its stripped stdout, or None when git is missing, fails or times out."""
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
 def code_version(root: str | Path = PACKAGE_ROOT) -> str | None:
     """The git commit of `root` (short hash, `+dirty` when tracked files differ from it), or None
     when `root` is not a git checkout (an installed wheel) or git is missing."""
-    def git(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
-
-    try:
-        top = git("rev-parse", "--show-toplevel")
-        # a package installed into a virtualenv inside some other checkout is not that checkout's code
-        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != Path(root).resolve():
-            return None
-        head = git("rev-parse", "--short=12", "HEAD")
-        if head.returncode != 0:  # a repository without commits
-            return None
-        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
+    if not Path(root).is_dir():
         return None
-    return head.stdout.strip() + ("+dirty" if dirty else "")
+    top = git(root, "rev-parse", "--show-toplevel")
+    # a package installed into a virtualenv inside some other checkout is not that checkout's code
+    if top is None or Path(top).resolve() != Path(root).resolve():
+        return None
+    head = git(root, "rev-parse", "--short=12", "HEAD")
+    if head is None:  # a repository without commits
+        return None
+    dirty = git(root, "status", "--porcelain", "--untracked-files=no")
+    return head + ("+dirty" if dirty else "")
 
 
 def environment(device: Any = None) -> dict[str, Any]:
@@ -106,23 +113,32 @@ def base_model_environments(configs: list[dict[str, Any]]) -> dict[str, str]:
             continue
         info = Path(path) / "base_info.json"
         if info.is_file():
-            out[path] = describe(json.loads(info.read_text()).get("environment"))
+            try:
+                record = json.loads(info.read_text())
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise UsageError(f"{info}: damaged ({e}); rebuild the base model (delete its directory first)") from e
+            out[path] = describe(record.get("environment") if isinstance(record, dict) else None)
     return out
+
+
+WARNING = ("the runs come from more than one machine or software stack. The same config and seed can give "
+           "different accuracies on a different CPU, so differences between variants may partly be differences "
+           "between machines.")
+
+
+def _entries(envs: list[dict[str, Any]]) -> list[tuple[str, int, str]]:
+    """(environment, runs, `, code ...` or "") for each environment."""
+    return [(e["environment"], e["runs"], f", code {', '.join(e['code'])}" if e["code"] else "") for e in envs]
 
 
 def environments_markdown(envs: list[dict[str, Any]], bases: dict[str, str] | None = None) -> str:
     """The report's paragraph on where the runs ran (a warning when more than one environment)."""
     if not envs:
         return ""
-    lines = [f"- {e['environment']}: {e['runs']} run(s)"
-             + (f", code {', '.join(e['code'])}" if e["code"] else "") for e in envs]
+    lines = [f"- {where}: {n} run(s){code}" for where, n, code in _entries(envs)]
     lines += [f"- base model `{path}` built on: {where}" for path, where in (bases or {}).items()]
     text = "**Where the runs ran** (each run's summary.json `environment`):\n\n" + "\n".join(lines) + "\n"
-    if len(envs) > 1:
-        text += ("\n**Warning:** the runs come from more than one machine or software stack. The same "
-                 "config and seed can give different accuracies on a different CPU, so differences "
-                 "between variants may partly be differences between machines.\n")
-    return text
+    return text + (f"\n**Warning:** {WARNING}\n" if len(envs) > 1 else "")
 
 
 def environments_html(envs: list[dict[str, Any]], bases: dict[str, str] | None = None) -> str:
@@ -131,13 +147,8 @@ def environments_html(envs: list[dict[str, Any]], bases: dict[str, str] | None =
 
     if not envs:
         return ""
-    where = "; ".join(f"{html.escape(e['environment'])} ({e['runs']} runs"
-                      + (f", code {html.escape(', '.join(e['code']))}" if e["code"] else "") + ")" for e in envs)
+    where = "; ".join(f"{html.escape(w)} ({n} runs{html.escape(code)})" for w, n, code in _entries(envs))
     where += "".join(f"; base model <code>{html.escape(p)}</code> built on {html.escape(w)}"
                      for p, w in (bases or {}).items())
     text = f"<p class=muted>Where the runs ran: {where}.</p>"
-    if len(envs) > 1:
-        text += ("<p><b>Warning:</b> the runs come from more than one machine or software stack; the same config "
-                 "and seed can give different accuracies on a different CPU, so differences between variants may "
-                 "partly be differences between machines.</p>")
-    return text
+    return text + (f"<p><b>Warning:</b> {html.escape(WARNING)}</p>" if len(envs) > 1 else "")

@@ -104,3 +104,14 @@ def test_environments_html_escapes_and_warns_only_on_mixed_machines():
     assert "base model <code>runs/_base/x</code> built on Xeon" in text and "Warning" not in text
     two = P.environments_of([{"environment": _env("Xeon")}, {"environment": _env("EPYC")}])
     assert "<b>Warning:</b>" in P.environments_html(two) and P.environments_html([]) == ""
+
+
+def test_a_damaged_base_info_is_named(tmp_path):
+    from grpo_research.errors import UsageError
+
+    base = tmp_path / "_base" / "tiny"
+    base.mkdir(parents=True)
+    (base / "base_info.json").write_text('{"steps": 5, "environ')
+    with pytest.raises(UsageError, match=r"base_info.json: damaged .*rebuild the base model"):
+        P.base_model_environments([{"model": {"name_or_path": str(base)}}])
+    assert (base / "base_info.json").read_text() == '{"steps": 5, "environ'  # left as it was

@@ -53,7 +53,6 @@ Departure: claims with `needs` (their arms are not run by any study) are listed 
 from __future__ import annotations
 
 import math
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -365,20 +364,14 @@ def _verdict(p_claim: float, p_contra: float, alpha: float) -> str:
 
 def claims_commit(path: str | Path) -> dict[str, Any]:
     """The commit that last changed the claims file: {commit, date, dirty} (None where unknown)."""
+    from grpo_research.provenance import git
+
     path = Path(path).resolve()
-
-    def git(*args: str) -> str | None:
-        try:
-            out = subprocess.run(["git", *args], cwd=path.parent, capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return out.stdout.strip() if out.returncode == 0 else None
-
-    line = git("log", "-1", "--format=%H %cI %ct", "--", path.name)
+    line = git(path.parent, "log", "-1", "--format=%H %cI %ct", "--", path.name)
     if not line:
         return {"commit": None, "date": None, "time": None, "dirty": None}
     commit, date, ts = line.split()
-    dirty = git("status", "--porcelain", "--", path.name)
+    dirty = git(path.parent, "status", "--porcelain", "--", path.name)
     return {"commit": commit, "date": date, "time": float(ts), "dirty": bool(dirty)}
 
 
