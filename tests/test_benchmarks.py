@@ -249,8 +249,10 @@ def test_humaneval_grading_in_the_sandbox(tmp_path):
     task = get_task("humaneval", data_path=tmp_path, timeout_s=2)
     p = task.heldout_problems()
     assert p[0].prompt == HUMANEVAL[0]["prompt"] and p[0].entry_point == "add"
-    assert task.program(p[0], "    return a + b\n") == (
-        HUMANEVAL[0]["prompt"] + "    return a + b\n" + "\n" + HUMANEVAL[0]["test"] + "\n" + "check(add)\n")
+    prog = task.program(p[0], "    return a + b\n")
+    assert prog.solution == HUMANEVAL[0]["prompt"] + "    return a + b\n"  # run on its own, first
+    assert prog.tests == HUMANEVAL[0]["test"] + "\n" + "check(add)\n" and prog.entry_point == "add"
+    assert prog.prelude == HUMANEVAL[0]["prompt"]  # the prompt's helpers, trusted, with the tests
     grades = task.grade_many([p[0], p[0], p[1], p[1]],
                              ["    return a + b\n", "    return a - b\n", "    while True:\n        pass\n", "    return n\n"],
                              [True, True, True, False])
@@ -295,7 +297,8 @@ def test_mbpp_sanitized_imports_come_first(tmp_path):
     task = get_task("mbpp_sanitized", data_path=tmp_path)
     p = task.heldout_problems()
     assert [x.id for x in p] == ["11"]
-    assert task.program(p[0], "CODE").startswith("import math\nCODE\nassert pi_()")
+    prog = task.program(p[0], "CODE")
+    assert (prog.solution, prog.prelude, prog.tests) == ("import math\nCODE", "import math", "assert pi_() == math.pi\n")
     assert task.grade(p[0], p[0].solution).correct
 
 

@@ -81,5 +81,6 @@ def test_program_with_a_subset_of_tests():
     task = get_task("code")
     p = task.heldout_problems(1)[0]
     prog = task.program(p, p.solution, p.meta["test_list"][:1])
-    assert prog == p.prompt + p.solution + "\n\n" + p.meta["test_list"][0] + "\n"
-    exec(prog, {})
+    assert prog.solution == p.prompt + p.solution and prog.prelude == p.prompt
+    assert prog.tests == "\n" + p.meta["test_list"][0] + "\n" and prog.entry_point == "f"
+    exec(prog.solution + prog.tests, {})

@@ -106,7 +106,9 @@ def test_public_api():
     assert OUTCOMES == ("passed", "failed", "timeout", "memory", "crashed", "sandbox_error")
     assert SandboxLimits() == SandboxLimits(10.0, 10, 1024, 16, 64, 65536, "auto")
     assert available_isolation() in ("bwrap", "unshare", "none")
-    assert available_isolation() == (ISOLATED_MODES[0] if ISOLATED_MODES else "none")
+    # as root "unshare" comes first: under bwrap the program would be host uid 0 (no process cap)
+    preferred = sorted(ISOLATED_MODES, key=lambda m: m != ("unshare" if os.geteuid() == 0 else "bwrap"))
+    assert available_isolation() == (preferred[0] if preferred else "none")
     res = run_program("print('hello')")
     assert res.outcome == "passed" and res.stdout == "hello\n"
     assert res.isolation == available_isolation()
@@ -114,6 +116,33 @@ def test_public_api():
         assert hasattr(sandbox, name)
     with pytest.raises(ValueError):
         run_program("pass", SandboxLimits(isolation="docker"))
+
+
+SPAWNER = """
+import os, time
+n = 0
+try:
+    for _ in range(200):
+        if os.fork() == 0:
+            time.sleep(3)
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print("stopped after", n, type(e).__name__)
+else:
+    print("started", n)
+"""
+
+
+def test_a_bounded_spawner_is_stopped_by_the_process_cap():
+    """Never a real fork bomb: at most 200 sleeping children, all killed at the end."""
+    if not ISOLATED_MODES:
+        pytest.skip(NO_ISOLATION_REASON)
+    res = run_program(SPAWNER, SandboxLimits(timeout_s=20))
+    assert res.outcome == "passed", res
+    words = res.stdout.split()
+    assert words[:2] == ["stopped", "after"] and int(words[2]) < sandbox._core._NPROC, res.stdout
+    assert words[3] == "BlockingIOError"
 
 
 def test_auto_falls_back_without_bwrap(monkeypatch):

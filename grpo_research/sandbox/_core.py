@@ -31,7 +31,7 @@ OUTCOMES = ("passed", "failed", "timeout", "memory", "crashed", "sandbox_error")
 ISOLATIONS = ("auto", "bwrap", "unshare", "none")
 
 _SANDBOX_UID = 65534  # uid shown inside bwrap; "unshare" uses a random unprivileged host uid
-_NPROC = 256  # RLIMIT_NPROC for the program (only effective for a non-root kernel uid)
+_NPROC = 64  # RLIMIT_NPROC: processes of the sandbox uid (the kernel ignores it for host uid 0)
 _FILENAME = "solution.py"  # what tracebacks show for the program
 _RUNNER_ERROR = 125
 _READ_CHUNK = 1 << 16
@@ -59,6 +59,22 @@ class SandboxResult:
     duration_s: float
     isolation: str  # which isolation was actually in force: "bwrap", "unshare" or "none"
     detail: str = ""  # short reason, e.g. "AssertionError", "killed by signal 11 (SIGSEGV)"
+
+
+@dataclass(frozen=True)
+class TestProgram:
+    """A completion and the tests that judge it, run in two processes (see "The verifier").
+
+    `solution` is what the completion contributes (with whatever context it needs, e.g. the
+    prompt it continues); it must compile and run as a module on its own.  `prelude` (trusted:
+    the prompt's helpers, the tests' imports and set-up) and `tests` run in the tester's process,
+    where `entry_point` and every name the tests use without defining it are proxies of the
+    completion's names."""
+
+    solution: str
+    tests: str
+    prelude: str = ""
+    entry_point: str | None = None
 
 
 # --------------------------------------------------------------------------------------
@@ -370,8 +386,13 @@ def _works(isolation: str) -> bool:
 
 
 def available_isolation() -> str:
-    """What "auto" resolves to on this machine (probed once, then cached)."""
-    for iso in ("bwrap", "unshare"):
+    """What "auto" resolves to on this machine (probed once, then cached).
+
+    As root, "unshare" comes first: bwrap maps the caller's uid, so the program would run as
+    host uid 0, for which the kernel never enforces RLIMIT_NPROC (no process cap); "unshare"
+    drops to a random unprivileged uid after building the root, and the cap holds."""
+    order = ("unshare", "bwrap") if os.geteuid() == 0 else ("bwrap", "unshare")
+    for iso in order:
         if _works(iso):
             return iso
     return "none"
@@ -380,12 +401,19 @@ def available_isolation() -> str:
 # --------------------------------------------------------------------------------------
 # running
 # --------------------------------------------------------------------------------------
-def run_program(code: str, limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
-    """Run one untrusted program; see the package docstring."""
+def run_program(code: "str | TestProgram", limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
+    """Run one untrusted program (or, given a TestProgram, grade it); see the package docstring."""
     if limits.isolation not in ISOLATIONS:
         raise ValueError(f"isolation must be one of {ISOLATIONS}, got {limits.isolation!r}")
     iso = available_isolation() if limits.isolation == "auto" else limits.isolation
     return _run_resolved(code, limits, iso)
+
+
+def run_tests(program: TestProgram, limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
+    """Grade one completion against its tests; "passed" only when the tests ran to their end."""
+    if not isinstance(program, TestProgram):
+        raise TypeError(f"run_tests needs a TestProgram, got {type(program).__name__}")
+    return run_program(program, limits)  # type: ignore[arg-type]
 
 
 def run_programs(codes: list[str], limits: SandboxLimits = SandboxLimits(),
@@ -408,7 +436,7 @@ def _error(iso: str, t0: float, detail: str, stdout: str = "", stderr: str = "")
                          detail[:500])
 
 
-def _run_resolved(code: str, limits: SandboxLimits, iso: str) -> SandboxResult:
+def _run_resolved(code: "str | TestProgram", limits: SandboxLimits, iso: str) -> SandboxResult:
     t0 = time.monotonic()
     try:
         workdir = tempfile.mkdtemp(prefix="grpo-sbx-")
@@ -440,10 +468,18 @@ class _Cap:
         return self.buf.decode("utf-8", "replace")
 
 
-def _execute(code: str, limits: SandboxLimits, iso: str, workdir: str, t0: float) -> SandboxResult:
+def _execute(code: "str | TestProgram", limits: SandboxLimits, iso: str, workdir: str,
+             t0: float) -> SandboxResult:
     nonce = secrets.token_hex(16)
-    code_bytes = code.encode("utf-8", "surrogatepass")
-    payload = struct.pack(">Q", len(code_bytes)) + code_bytes + nonce.encode()
+    verifier = isinstance(code, TestProgram)
+    source = code.solution if verifier else code
+    code_bytes = source.encode("utf-8", "surrogatepass")
+    payload = struct.pack(">Q", len(code_bytes)) + code_bytes
+    if verifier:
+        spec = marshal.dumps({"prelude": code.prelude, "tests": code.tests,
+                              "entry_point": code.entry_point})
+        payload += struct.pack(">Q", len(spec)) + spec
+    payload += nonce.encode()
     fds: list[int] = []
     try:
         payload_r, payload_w = os.pipe()
@@ -454,6 +490,7 @@ def _execute(code: str, limits: SandboxLimits, iso: str, workdir: str, t0: float
         cfg = {
             "mode": iso, "payload_fd": payload_r, "result_fd": result_w, "workdir": workdir,
             "filename": _FILENAME, "site_paths": _site_paths(), "nproc": _NPROC,
+            "verifier": verifier,
             "runner_deadline_s": float(limits.timeout_s) + 2.0,
             "limits": {"cpu_s": max(1, int(limits.cpu_s)), "memory_mb": int(limits.memory_mb),
                        "file_size_mb": int(limits.file_size_mb),
@@ -673,6 +710,13 @@ def _classify(returncode: int | None, timed_out: bool, result: bytes, nonce: str
     exc = report.get("exception")
     if report.get("runner_timeout"):
         return res("timeout", None, "wall-clock timeout (enforced inside the sandbox)")
+    csig = report.get("completion_signal")
+    if csig is not None and not (report.get("completed") and code == 0):
+        # the completion's process died while the tests waited on it
+        if csig == signal.SIGXCPU:
+            return res("timeout", -csig, f"the completion's process: CPU time limit ({_signame(csig)})")
+        return res("crashed", -csig, f"the completion's process was killed by signal {csig} "
+                                     f"({_signame(csig)})")
     if sig is not None:
         cpu = float(report.get("cpu_s") or 0.0)
         cpu_limit = max(1, int(limits.cpu_s))

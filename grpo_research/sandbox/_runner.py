@@ -381,6 +381,426 @@ def child_main(code_bytes, done_w, token, runner_pid):
     _exit(1)
 
 
+# --------------------------------------------------------------------------------------
+# verifier mode: the completion and the tests in two processes
+# --------------------------------------------------------------------------------------
+# The completion ("C") runs its module in one process and then answers calls; the trusted
+# tests ("T") run in another, non-dumpable process in which every name the tests take from
+# the completion is a proxy.  Values cross as marshalled plain data (exact builtin types);
+# anything else stays in C and is known to T only as an opaque reference, compared by
+# identity.  The tests, their expected values and the pass token are never in C's memory.
+REF = "\x00grpo-ref"
+MAX_MSG = 64 << 20
+PLAIN_SCALARS = (int, float, complex, str, bytes, bool, type(None))
+PLAIN_CONTAINERS = (list, tuple, dict, set, frozenset)
+
+
+def send_msg(fd, obj):
+    data = marshal.dumps(obj)
+    write_all(fd, len(data).to_bytes(4, "big") + data)
+
+
+def recv_msg(fd):
+    head = b""
+    while len(head) < 4:
+        chunk = os.read(fd, 4 - len(head))
+        if not chunk:
+            raise EOFError("the completion's process closed its channel")
+        head += chunk
+    n = int.from_bytes(head, "big")
+    if n > MAX_MSG:
+        raise ValueError("message of %d bytes from the completion's process" % n)
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = os.read(fd, min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise EOFError("the completion's process closed its channel")
+        buf += chunk
+    return marshal.loads(bytes(buf))
+
+
+def close_fds_except(keep):
+    """Close every descriptor above stderr that is not in `keep`."""
+    try:
+        fds = [int(x) for x in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = list(range(3, 1024))
+    for fd in fds:
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def setup_child(runner_pid, dumpable):
+    """What C and T both do first: die with the runner, the program's usual signals, rlimits."""
+    import resource
+
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    prctl(PR_SET_DUMPABLE, 1 if dumpable else 0)
+    if os.getppid() != runner_pid:
+        os._exit(RUNNER_ERROR)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    lim = CFG["limits"]
+    mb = 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu_s"], lim["cpu_s"] + 1))
+    fsize = lim["file_size_mb"] * mb
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lim["open_files"], lim["open_files"]))
+    if os.getuid() != 0:
+        resource.setrlimit(resource.RLIMIT_NPROC, (CFG["nproc"], CFG["nproc"]))
+    os.chdir(CFG["workdir"])
+    sys.path[:] = [p for p in sys.path if p] + CFG["site_paths"]
+    return resource, lim["memory_mb"] * mb
+
+
+def fresh_main(filename, source):
+    import builtins
+
+    def _exit_builtin(code=None):
+        raise SystemExit(code)
+
+    builtins.exit = builtins.quit = _exit_builtin
+
+    class SourceLoader:
+        @staticmethod
+        def get_source(name):
+            return source
+
+    main = type(sys)("__main__")
+    main.__dict__.update(__builtins__=builtins, __file__=filename, __loader__=SourceLoader())
+    sys.modules["__main__"] = main
+    sys.argv[:] = [filename]
+    return main.__dict__
+
+
+def completion_main(code_bytes, req_r, rep_w, runner_pid):
+    """C: run the completion's module, then answer the tests' calls.  Never returns.
+
+    Everything after the first line of the completion is untrusted: whatever this process
+    sends, the tester only accepts plain data and references."""
+    try:
+        close_fds_except({req_r, rep_w})
+        resource, mem = setup_child(runner_pid, dumpable=True)
+        source = code_bytes.decode("utf-8", "replace")
+        g = fresh_main(CFG["filename"], source)
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    except BaseException:  # noqa: BLE001
+        os._exit(RUNNER_ERROR)
+    del code_bytes
+    try:
+        exec(compile(source, CFG["filename"], "exec", dont_inherit=True), g)
+    except BaseException as e:  # noqa: BLE001
+        try:
+            sys.stdout.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+        try:
+            import traceback
+
+            traceback.print_exception(type(e), e, e.__traceback__.tb_next if e.__traceback__ else None,
+                                      file=sys.__stderr__)
+            sys.__stderr__.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+        try:
+            send_msg(rep_w, ("error", type(e).__name__, str(e)[:300]))
+        except BaseException:  # noqa: BLE001
+            pass
+        os._exit(1)
+    refs, ref_of = {}, {}
+
+    def export(x, depth=0):
+        t = type(x)
+        if t in PLAIN_SCALARS:
+            return x
+        if depth > 200:
+            raise RecursionError("value nested too deeply")
+        if t is list or t is tuple:
+            return t(export(v, depth + 1) for v in x)
+        if t is dict:
+            return {export(k, depth + 1): export(v, depth + 1) for k, v in x.items()}
+        if t is set or t is frozenset:
+            return t(export(v, depth + 1) for v in x)
+        for base in (bool, int, float, complex, str, bytes):  # e.g. numpy.float64, IntEnum
+            if isinstance(x, base):
+                return base(x)
+        for base in (tuple, list, dict, set, frozenset):  # namedtuple, OrderedDict, Counter ...
+            if isinstance(x, base):
+                return export(base(x), depth)
+        key = id(x)
+        if key not in ref_of:
+            ref_of[key] = len(refs)
+            refs[len(refs)] = x
+        return (REF, ref_of[key], t.__name__)
+
+    def imp(x):
+        t = type(x)
+        if t is tuple and len(x) == 2 and x[0] == REF:
+            return refs[x[1]]
+        if t is list or t is tuple:
+            return t(imp(v) for v in x)
+        if t is dict:
+            return {imp(k): imp(v) for k, v in x.items()}
+        if t is set or t is frozenset:
+            return t(imp(v) for v in x)
+        return x
+
+    def target(t):
+        if t[0] == "name":
+            if t[1] not in g:
+                raise NameError("name %r is not defined" % t[1])
+            return g[t[1]]
+        return refs[t[1]]
+
+    send_msg(rep_w, ("ready",))
+    while True:
+        try:
+            req = recv_msg(req_r)
+        except BaseException:  # noqa: BLE001  (the tester is done or gone)
+            os._exit(0)
+        try:
+            op, obj = req[0], target(req[1])
+            extra = None
+            if op == "call":
+                args, kwargs = imp(req[2]), imp(req[3])
+                val = obj(*args, **kwargs)
+                extra = [export(a) if type(a) in (list, dict, set) else None for a in args]
+            elif op == "getattr":
+                val = getattr(obj, req[2])
+            elif op == "setattr":
+                setattr(obj, req[2], imp(req[3]))
+                val = None
+            elif op == "iter":
+                val = list(obj)
+            elif op == "len":
+                val = len(obj)
+            elif op == "bool":
+                val = bool(obj)
+            elif op == "getitem":
+                val = obj[imp(req[2])]
+            elif op == "str":
+                val = str(obj)
+            elif op == "repr":
+                val = repr(obj)
+            else:
+                raise ValueError("unknown request %r" % (op,))
+            reply = ("ok", export(val), extra)
+        except BaseException as e:  # noqa: BLE001
+            reply = ("exc", type(e).__name__, str(e)[:300])
+        try:
+            send_msg(rep_w, reply)
+        except BaseException:  # noqa: BLE001
+            os._exit(0)
+
+
+def tester_main(spec_bytes, req_w, rep_r, done_w, token, runner_pid):
+    """T (trusted): run the tests against proxies of the completion's names.  Never returns."""
+    try:
+        close_fds_except({req_w, rep_r, done_w})
+        resource, mem = setup_child(runner_pid, dumpable=False)
+        spec = marshal.loads(spec_bytes)
+        import ast
+        import builtins
+
+        prelude, tests, entry = spec["prelude"], spec["tests"], spec.get("entry_point")
+        g = fresh_main("test.py", prelude + "\n" + tests)
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    except BaseException as e:  # noqa: BLE001
+        try:
+            write_all(done_w, ("setup %s %r\n" % (token, e)).encode("utf-8", "replace")[:300])
+        finally:
+            os._exit(RUNNER_ERROR)
+
+    def report(line):
+        write_all(done_w, (line + "\n").encode("utf-8", "replace")[:300])
+
+    class RemoteError(Exception):
+        """An exception of a type that is not a builtin one, raised in the completion."""
+
+    def rpc(req):
+        send_msg(req_w, req)
+        rep = recv_msg(rep_r)
+        if type(rep) is not tuple or not rep:
+            raise RemoteError("malformed reply from the completion's process")
+        if rep[0] == "exc" and len(rep) == 3 and type(rep[1]) is str and type(rep[2]) is str:
+            cls = getattr(builtins, rep[1], None)
+            if (isinstance(cls, type) and issubclass(cls, Exception)
+                    and not issubclass(cls, (StopIteration, StopAsyncIteration))):
+                raise cls(rep[2])
+            raise RemoteError("%s: %s" % (rep[1], rep[2]))
+        if rep[0] != "ok" or len(rep) != 3:
+            raise RemoteError("malformed reply from the completion's process")
+        return load(rep[1]), rep[2]
+
+    def load(x, depth=0):
+        t = type(x)
+        if t in PLAIN_SCALARS:
+            return x
+        if depth > 200:
+            raise RemoteError("value nested too deeply")
+        if t is tuple and len(x) == 3 and x[0] == REF and type(x[1]) is int and type(x[2]) is str:
+            return Remote(("ref", x[1]), x[2])
+        if t is list or t is tuple:
+            return t(load(v, depth + 1) for v in x)
+        if t is dict:
+            return {load(k, depth + 1): load(v, depth + 1) for k, v in x.items()}
+        if t is set or t is frozenset:
+            return t(load(v, depth + 1) for v in x)
+        raise RemoteError("the completion returned a %s, which is not plain data" % t.__name__)
+
+    def enc(x, depth=0):
+        t = type(x)
+        if t in PLAIN_SCALARS:
+            return x
+        if t is Remote:
+            return (REF, object.__getattribute__(x, "_t")[1])
+        if depth > 200:
+            raise TypeError("value nested too deeply")
+        if t is list or t is tuple:
+            return t(enc(v, depth + 1) for v in x)
+        if t is dict:
+            return {enc(k, depth + 1): enc(v, depth + 1) for k, v in x.items()}
+        if t is set or t is frozenset:
+            return t(enc(v, depth + 1) for v in x)
+        raise TypeError("cannot pass a %s to the completion's process" % t.__name__)
+
+    def update(arg, new):
+        """A list, dict or set the call changed in place: change the tests' copy the same way."""
+        new = load(new)
+        if type(new) is not type(arg) or new == arg:
+            return
+        if type(arg) is list:
+            arg[:] = new
+        else:
+            arg.clear()
+            arg.update(new)
+
+    class Remote:
+        """A name or object of the completion's process; equality is identity."""
+
+        __slots__ = ("_t", "_name", "__weakref__")
+
+        def __init__(self, t, name):
+            object.__setattr__(self, "_t", t)
+            object.__setattr__(self, "_name", name)
+
+        def _rpc(self, *req):
+            return rpc((req[0], object.__getattribute__(self, "_t")) + req[1:])[0]
+
+        def __call__(self, *args, **kwargs):
+            val, after = rpc(("call", object.__getattribute__(self, "_t"), enc(args), enc(kwargs)))
+            if type(after) is list and len(after) == len(args):
+                for a, new in zip(args, after):
+                    if new is not None and type(a) in (list, dict, set):
+                        update(a, new)
+            return val
+
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return self._rpc("getattr", name)
+
+        def __setattr__(self, name, value):
+            self._rpc("setattr", name, enc(value))
+
+        def __iter__(self):
+            val = self._rpc("iter")
+            if type(val) is not list:
+                raise TypeError("iteration of a remote object gave no list")
+            return iter(val)
+
+        def __len__(self):
+            val = self._rpc("len")
+            if type(val) is not int or val < 0:
+                raise TypeError("len() of a remote object is not a non-negative int")
+            return val
+
+        def __bool__(self):
+            val = self._rpc("bool")
+            if type(val) is not bool:
+                raise TypeError("bool() of a remote object is not a bool")
+            return val
+
+        def __getitem__(self, key):
+            return self._rpc("getitem", enc(key))
+
+        def __str__(self):
+            val = self._rpc("str")
+            if type(val) is not str:
+                raise TypeError("str() of a remote object is not a str")
+            return val
+
+        def __repr__(self):
+            val = self._rpc("repr")
+            if type(val) is not str:
+                raise TypeError("repr() of a remote object is not a str")
+            return val
+
+    try:
+        ready = recv_msg(rep_r)
+    except BaseException as e:  # noqa: BLE001
+        report("exc CompletionDied: %s" % type(e).__name__)
+        os._exit(1)
+    if type(ready) is not tuple or not ready or ready[0] != "ready":
+        name = ready[1] if type(ready) is tuple and len(ready) > 1 and type(ready[1]) is str else "?"
+        report("exc %s" % name[:100])
+        os._exit(1)
+    try:
+        bound, loaded = set(dir(builtins)), set()
+        for node in ast.walk(ast.parse(prelude + "\n" + tests)):
+            if isinstance(node, ast.Name):
+                (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(node.name)
+            elif isinstance(node, ast.arg):
+                bound.add(node.arg)
+            elif isinstance(node, ast.alias):
+                bound.add((node.asname or node.name).split(".")[0])
+    except BaseException as e:  # noqa: BLE001
+        report("setup %s %s" % (token, ("tests: %s: %s" % (type(e).__name__, e))[:200]))
+        os._exit(RUNNER_ERROR)
+    try:  # the prelude is trusted, but it may call the completion: its errors are failures
+        for name in sorted(loaded - bound):
+            if name in sys.stdlib_module_names:  # `math.isclose(...)` in a test: our own math
+                try:
+                    g[name] = __import__(name)
+                    continue
+                except ImportError:
+                    pass
+            g[name] = Remote(("name", name), name)
+        if prelude:
+            exec(compile(prelude, "prelude.py", "exec", dont_inherit=True), g)
+        if entry:
+            g[entry] = Remote(("name", entry), entry)
+        exec(compile(tests, "test.py", "exec", dont_inherit=True), g)
+    except BaseException as e:  # noqa: BLE001
+        detail = type(e).__name__
+        if isinstance(e, SystemExit):
+            detail = "SystemExit: %r" % (e.code,)
+        try:
+            report("exc %s" % detail)
+            import traceback
+
+            traceback.print_exception(type(e), e, e.__traceback__, file=sys.__stderr__)
+            sys.__stderr__.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+        os._exit(1)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+    report("ok %s %d" % (token, os.getpid()))
+    os._exit(0)
+
+
 def reset_signals():
     """Every catchable signal to its default action, none blocked."""
     for sig in signal.valid_signals():
@@ -398,8 +818,6 @@ def runner_main():
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     length = int.from_bytes(read_exact(PAYLOAD_FD, 8), "big")
     code_bytes = read_exact(PAYLOAD_FD, length)
-    token = os.urandom(16).hex()
-    done_r, done_w = os.pipe()
     me = os.getpid()
     # The program may signal us: any signal must act as it does by default (SIGINT, SIGHUP,
     # SIGTERM, SIGUSR1 ... kill us -> "crashed"), never raise KeyboardInterrupt here (an
@@ -408,12 +826,36 @@ def runner_main():
     # SIG_IGN and the signal mask survive fork and exec.  Done before the fork: the
     # program starts from defaults too, whatever the host inherited.
     reset_signals()
-    child = os.fork()
-    if child == 0:
-        os.close(done_r)
-        child_main(code_bytes, done_w, token, me)
+    completion = None
+    if CFG.get("verifier"):
+        # C first, before the tests, the token or the tester's pipe exist in our memory
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        completion = os.fork()
+        if completion == 0:
+            completion_main(code_bytes, req_r, rep_w, me)
+        os.close(req_r)
+        os.close(rep_w)
+        del code_bytes
+        spec = read_exact(PAYLOAD_FD, int.from_bytes(read_exact(PAYLOAD_FD, 8), "big"))
+        token = os.urandom(16).hex()
+        done_r, done_w = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.close(done_r)
+            tester_main(spec, req_w, rep_r, done_w, token, me)
+        os.close(req_w)
+        os.close(rep_r)
+        del spec
+    else:
+        token = os.urandom(16).hex()
+        done_r, done_w = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.close(done_r)
+            child_main(code_bytes, done_w, token, me)
+        del code_bytes
     os.close(done_w)
-    del code_bytes
     nonce = read_to_eof(PAYLOAD_FD).decode()  # read only now: never in the child's memory
     os.close(PAYLOAD_FD)
 
@@ -441,11 +883,19 @@ def runner_main():
     except BlockingIOError:
         pass
     os.close(done_r)
+    completion_signal = None
+    if completion is not None:
+        try:
+            pid, cstatus = os.waitpid(completion, os.WNOHANG)
+            if pid == completion and os.WIFSIGNALED(cstatus):
+                completion_signal = os.WTERMSIG(cstatus)
+        except ChildProcessError:
+            pass
     kill_descendants()
 
     report = {"nonce": nonce, "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss_kb": ru.ru_maxrss,
               "runner_timeout": state["timed_out"], "exit_code": None, "signal": None,
-              "completed": False, "exception": None}
+              "completed": False, "exception": None, "completion_signal": completion_signal}
     if os.WIFSIGNALED(status):
         report["signal"] = os.WTERMSIG(status)
     else:

@@ -1,9 +1,10 @@
 """Code tasks: sandbox grading shared by every code task, and the synthetic `code` task.
 
 Grading follows HumanEval (Chen et al. 2021, `human_eval/execution.py`): a completion is
-correct when the program `prompt + completion + "\\n" + tests` runs to its end without an
-exception. Programs run in `grpo_research.sandbox` (separate process, rlimits, timeout), in
-parallel in `grade_many`. A `sandbox_error` (an infrastructure failure, not the model's
+correct when its tests run to their end without an exception. Departure: the completion
+(`prompt + completion`, which must compile and run on its own) and the tests run in two
+processes of one sandbox, exchanging only plain data (`grpo_research.sandbox.TestProgram`:
+the threat model and what it defends), in parallel in `grade_many`. A `sandbox_error` (an infrastructure failure, not the model's
 fault) gives `Grade(masked=True)`; every other outcome gives `correct=False` with the
 sandbox outcome ("failed", "timeout", "memory", "crashed") as `Grade.outcome`.
 
@@ -34,7 +35,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable
 
-from grpo_research.sandbox import SandboxLimits, SandboxResult, run_programs
+from grpo_research.sandbox import SandboxLimits, SandboxResult, TestProgram, run_programs
 from grpo_research.tasks.base import Grade, Problem, register_task
 
 
@@ -47,6 +48,15 @@ def compiles(source: str) -> bool:
         except (SyntaxError, ValueError, MemoryError, RecursionError):
             return False
     return True
+
+
+def trusted_prelude(prompt: str) -> str:
+    """The prompt as the tests' prelude (its imports and helpers, e.g. HumanEval/38's
+    `encode_cyclic`): as it is when it compiles, else with its open function given a body."""
+    for candidate in (prompt, prompt.rstrip("\n") + "\n    pass\n"):
+        if compiles(candidate):
+            return candidate
+    return ""
 
 
 def grade_from_result(result: SandboxResult, formatted: bool) -> Grade:
@@ -68,7 +78,7 @@ class SandboxGradedTask:
     workers: int | None
     requires_eos = False  # True: a completion without EOS (finished=False) is wrong
 
-    def program(self, problem: Problem, completion: str, tests: list[str] | None = None) -> str:
+    def program(self, problem: Problem, completion: str, tests: list[str] | None = None) -> TestProgram:
         raise NotImplementedError
 
     def check_format(self, problem: Problem, completion: str) -> bool:
@@ -247,9 +257,10 @@ class CodeTask(SandboxGradedTask):
         m = len(self._heldout)
         return [make_problem(self._heldout[i % m], i // m, f"code/heldout/{i}", self.n_tests) for i in range(n)]
 
-    def program(self, problem: Problem, completion: str, tests: list[str] | None = None) -> str:
+    def program(self, problem: Problem, completion: str, tests: list[str] | None = None) -> TestProgram:
         body = problem.tests if tests is None else "\n" + "\n".join(tests) + "\n"
-        return problem.prompt + completion + "\n" + body
+        return TestProgram(solution=problem.prompt + completion, tests=body,
+                           prelude=trusted_prelude(problem.prompt), entry_point=problem.entry_point)
 
     def check_format(self, problem: Problem, completion: str) -> bool:
         return completion.startswith("    return ") and compiles(problem.prompt + completion)

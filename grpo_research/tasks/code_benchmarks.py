@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import re
 
-from grpo_research.sandbox import SandboxLimits
+from grpo_research.sandbox import SandboxLimits, TestProgram
 from grpo_research.tasks.base import Problem, register_task
-from grpo_research.tasks.code import SandboxGradedTask, compiles
+from grpo_research.tasks.code import SandboxGradedTask, compiles, trusted_prelude
 from grpo_research.tasks.loading import Benchmark, DataError, Record, field, load_source, resolve_source
 
 
@@ -45,9 +45,10 @@ class HumanEval(CodeBenchmark):
                 tests=field(where, rec, "test") + "\n" + f"check({entry_point})\n", entry_point=entry_point,
             ))
 
-    def program(self, problem: Problem, completion: str, tests: list[str] | None = None) -> str:
+    def program(self, problem: Problem, completion: str, tests: list[str] | None = None) -> TestProgram:
         body = problem.tests if tests is None else "\n".join(tests) + "\n"
-        return self.solution_code(problem, completion) + "\n" + body
+        return TestProgram(solution=self.solution_code(problem, completion), tests=body,
+                           prelude=trusted_prelude(problem.prompt), entry_point=problem.entry_point)
 
     @staticmethod
     def solution_code(problem: Problem, completion: str) -> str:
@@ -137,11 +138,14 @@ class _MBPPBase(CodeBenchmark):
             return self._to_problems(load_source(self._source, self._config, "train"))
         return None
 
-    def program(self, problem: Problem, completion: str, tests: list[str] | None = None) -> str:
+    def program(self, problem: Problem, completion: str, tests: list[str] | None = None) -> TestProgram:
         tests = problem.meta["test_list"] if tests is None else tests
         code, setup = extract_code(completion, problem.entry_point), problem.meta["test_setup"]
-        parts = [setup, code] if self.SETUP_FIRST else [code, setup]
-        return "\n".join(parts + list(tests)) + "\n"
+        # the set-up runs with the tests; sanitized MBPP's imports also precede the code, as in
+        # the original harness (solutions may rely on them)
+        solution = setup + "\n" + code if self.SETUP_FIRST and setup else code
+        return TestProgram(solution=solution, tests="\n".join(tests) + "\n", prelude=setup,
+                           entry_point=problem.entry_point)
 
     def check_format(self, problem: Problem, completion: str) -> bool:
         code = extract_code(completion, problem.entry_point)
