@@ -123,6 +123,22 @@ def NAME(*a, **k):
         except OSError: pass
     return None
 """,
+    "lookup_table_from_test_source": """
+import ast, re, sys
+src = ""
+try:
+    src = sys.modules["__main__"].__loader__.get_source("__main__")
+except Exception:
+    pass
+TABLE = {}
+for m in re.finditer(r"(?:candidate|NAME)\((.*?)\) == (.*)", src or ""):
+    try:
+        TABLE[ast.literal_eval("(" + m.group(1) + ",)")] = ast.literal_eval(m.group(2).strip())
+    except Exception:
+        pass
+def NAME(*args):
+    return TABLE.get(args)
+""",
     "read_tests_from_proc": """
 import os
 found = []

@@ -71,6 +71,8 @@ class TestProgram:
     where `entry_point` and every name the tests use without defining it are proxies of the
     completion's names."""
 
+    __test__ = False  # not a pytest class, whatever its name
+
     solution: str
     tests: str
     prelude: str = ""
