@@ -229,6 +229,13 @@ def runs_html(runs: pd.DataFrame) -> str:
     return html_table([h.replace("accuracy", "acc. (%)").replace("pass@1", "pass@1 (%)") for h in headers], rows)
 
 
+def script_json(value: Any) -> str:
+    """JSON to inline in a <script>: `<`, `>` and `&` as \\u escapes (the same values to
+    JavaScript), so that no text in it (a run dir named `x<!--<script>`, `</script>`) can end
+    the script or change how the HTML parser reads it."""
+    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def interactive_curves(out: Path, meta: dict[str, Any], variants: list[str]) -> str:
     """The curves of curves.csv (mean over seeds against generated samples) as uPlot charts:
     the library (grpo_research/analysis/vendor/, pinned, MIT) and the data inlined, nothing
@@ -256,7 +263,7 @@ def interactive_curves(out: Path, meta: dict[str, Any], variants: list[str]) -> 
         return ""
     js = (VENDOR / "uPlot.iife.min.js").read_text()
     css = (VENDOR / "uPlot.min.css").read_text()
-    data = json.dumps(charts).replace("</", "<\\/")
+    data = script_json(charts)
     divs = "".join(f'<figure class=chart><div id="{c["id"]}"></div><figcaption>{html.escape(c["title"])}: '
                    f'{html.escape(c["caption"])}, mean over seeds</figcaption></figure>' for c in charts)
     return (f"<style>{css}</style><div class=grid>{divs}</div>"
