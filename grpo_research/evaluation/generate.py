@@ -11,7 +11,9 @@ run's task is built from its name and `--data`.
 
 Decoding: greedy with `--samples 1` (the default), else K samples per problem at
 `--temperature` from a seeded sampler. The problems are the first N (`--n`) of the task's
-held-out split (all when absent). Predictions are graded by
+held-out split (all when absent; a task with a larger split than it evaluates by default, e.g.
+arith's 2,000 of 49,998, evaluates its default number); an `--n` beyond the split is refused
+in one line, with the number it holds, before the model loads. Predictions are graded by
 `grpo_research.evaluation.score.score_predictions`, exactly as `grpo-research score` grades
 external predictions, so pass@k and its interval are computed the same way.
 
@@ -146,6 +148,10 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
         except ConfigError as e:
             raise UsageError(str(e)) from None
     task = _build_task(args.benchmark, args.data, run_cfg)
+    if args.n:  # more than the held-out split holds: one line now, before the model loads
+        from grpo_research.tasks.base import heldout_or_refuse
+
+        heldout_or_refuse(task, args.n, f"--n {args.n}")
     max_new = args.max_new_tokens or (run_cfg.rollout.max_new_tokens if run_cfg is not None else 512)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -15,6 +15,12 @@ out-of-distribution held-out split (`ood_problems`): sums of two operands of exa
 `ood_level` digits, e.g. `4821+1093=` at 4, longer than anything trained on; the trainer
 evaluates it beside the in-distribution split (`eval/accuracy_ood`).
 
+Sizes: the held-out split of level d is every held-out pair below 10^d, in a fixed order:
+5 problems at level 1, 503 at level 2, 49,998 at level 3 (`heldout_size`); `heldout_problems()`
+gives the first 2,000 (all 5 or 503 at levels 1 and 2), and a request for more than the split
+holds raises `TooFewProblems` at once, with the number it holds. The `ood_level` split holds
+every pair of `ood_level`-digit operands ((9 x 10^(d-1))^2, 8,100 at 2).
+
 Grading: an answer is correct only if generation ended with EOS (a completion cut off is
 not) and the number that ends the completion (after `####`, or alone) equals the sum; text
 or special tokens after the number make it wrong. Formatted means exactly `#### <integer>`.
@@ -22,19 +28,32 @@ or special tokens after the number make it wrong. Formatted means exactly `#### 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 import re
 
-from grpo_research.tasks.base import Grade, Problem, register_task
+from grpo_research.tasks.base import Grade, Problem, TooFewProblems, register_task
 
 _FORMAT = re.compile(r"^#### (-?\d+)$")
 _TRAILING = re.compile(r"(?:^|[^\d-])(-?\d+)\.?$")
 HELDOUT_SEED = 20240917
+DEFAULT_HELDOUT = 2000  # problems of `heldout_problems()` (fewer where the split is smaller)
 
 
 def _is_heldout(a: int, b: int) -> bool:
     """About 5 % of all operand pairs are reserved for evaluation (a fixed hash)."""
     return ((a * 1000 + b) * 2654435761) % (1 << 32) % 20 == 0
+
+
+@functools.lru_cache(maxsize=None)
+def heldout_size(level: int) -> int:
+    """How many operand pairs below 10^level are held out (5, 503 and 49,998 at levels 1-3)."""
+    import numpy as np
+
+    hi = 10**level
+    a = np.arange(hi, dtype=np.int64)[:, None]
+    b = np.arange(hi, dtype=np.int64)[None, :]
+    return int(((((a * 1000 + b) * 2654435761) % (1 << 32)) % 20 == 0).sum())  # _is_heldout, vectorised
 
 
 def make_problem(a: int, b: int, split: str, index: int, question: bool = False) -> Problem:
@@ -74,6 +93,8 @@ class ArithTask:
                                       or not max(levels) < ood_level <= 6):
             raise ValueError(f"arith option ood_level must be an integer above every training level ({max(levels)}) "
                              f"and at most 6, got {ood_level!r}")
+        if isinstance(eval_level, bool) or eval_level not in (1, 2, 3):
+            raise ValueError(f"arith eval_level must be 1, 2 or 3, got {eval_level!r}")
         self.ood_level = ood_level
         self.levels = list(levels)
         self.level_weights = list(level_weights)
@@ -94,14 +115,21 @@ class ArithTask:
             out.append(dataclasses.replace(p, solution=None) if self.withhold_solutions else p)
         return out
 
+    def heldout_size(self) -> int:
+        """The number of problems in the held-out split (every held-out pair of `eval_level`)."""
+        return heldout_size(self.eval_level)
+
     def heldout_problems(self, n: int | None = None) -> list[Problem]:
-        n = 2000 if n is None else n
+        """The first `n` problems of the held-out split (`DEFAULT_HELDOUT`, or all of a smaller
+        split, when None); more than `heldout_size()` raises TooFewProblems."""
+        size = self.heldout_size()
+        n = min(DEFAULT_HELDOUT, size) if n is None else n
+        if n > size:  # checked first: the search below would never end
+            raise TooFewProblems(f"arith (eval_level {self.eval_level})", size, n)
         if self._heldout is None or len(self._heldout) < n:
             rng = random.Random(HELDOUT_SEED + self.eval_level)
             hi = 10**self.eval_level
             pool = [(a, b) for a in range(hi) for b in range(hi) if _is_heldout(a, b)] if hi <= 100 else None
-            if pool is not None and n > len(pool):
-                raise ValueError(f"arith level {self.eval_level} has only {len(pool)} held-out problems, asked for {n}")
             if pool is not None:
                 rng.shuffle(pool)
             seen: set[tuple[int, int]] = set()
@@ -117,12 +145,14 @@ class ArithTask:
 
     def ood_problems(self, n: int | None = None) -> list[Problem]:
         """The out-of-distribution split: `n` (default 2000) fixed sums of two `ood_level`-digit
-        operands ([] without the option)."""
+        operands ([] without the option); more than there are such pairs raises TooFewProblems."""
         if self.ood_level is None:
             return []
-        n = 2000 if n is None else n
-        rng = random.Random(HELDOUT_SEED + 100 + self.ood_level)
+        n = DEFAULT_HELDOUT if n is None else n
         lo, hi = 10 ** (self.ood_level - 1), 10**self.ood_level
+        if n > (hi - lo) ** 2:
+            raise TooFewProblems(f"arith's out-of-distribution split (ood_level {self.ood_level})", (hi - lo) ** 2, n)
+        rng = random.Random(HELDOUT_SEED + 100 + self.ood_level)
         seen: set[tuple[int, int]] = set()
         problems = []
         while len(problems) < n:

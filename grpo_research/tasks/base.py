@@ -12,6 +12,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from grpo_research.errors import ConfigError, DataError
 from grpo_research.registry import Registry
 
 
@@ -54,7 +55,9 @@ class Task(Protocol):
         ...
 
     def heldout_problems(self, n: int | None = None) -> list[Problem]:
-        """The first `n` problems of the fixed held-out split (all when `n` is None)."""
+        """The first `n` problems of the fixed held-out split (all, or the task's documented
+        default number, when `n` is None). More than the split holds raises `TooFewProblems`
+        (one line with the number it holds), never a shorter list or an endless search."""
         ...
 
     def grade(self, problem: Problem, completion: str, finished: bool = True) -> Grade:
@@ -68,6 +71,48 @@ class Task(Protocol):
     def grade_many(self, problems: list[Problem], completions: list[str], finished: list[bool]) -> list[Grade]:
         """Grade a batch (code tasks run their programs in parallel here)."""
         ...
+
+
+class TooFewProblems(ConfigError):
+    """A request for more held-out problems than a task's split holds: a usage error (one line,
+    exit 2) that says how many there are. `request` names what asked (`train.eval_size=50000`,
+    `--n 60000`) when the caller knows it (`heldout_or_refuse`); `note` says why, where the
+    number is a limit rather than a count."""
+
+    def __init__(self, split: str, available: int, asked: int, request: str | None = None, note: str = "",
+                 noun: str = "held-out problems"):
+        self.split, self.available, self.asked, self.request, self.note, self.noun = \
+            split, available, asked, request, note, noun
+        tail = f" ({note})" if note else ""
+        if request:
+            super().__init__(f"{request}: {split} has only {available} {noun}{tail}")
+        else:
+            super().__init__(f"{split} has only {available} {noun}{tail}, asked for {asked}")
+
+    def asked_by(self, request: str) -> "TooFewProblems":
+        return TooFewProblems(self.split, self.available, self.asked, request, self.note, self.noun)
+
+
+def heldout_or_refuse(task: Task, n: int, request: str) -> list[Problem]:
+    """`task.heldout_problems(n)`, or `TooFewProblems` naming `request` (e.g.
+    `train.eval_size=50000`) when the split holds fewer than `n`: call it before any expensive
+    work (loading a model), so that a request beyond the split stops at once in one line."""
+    try:
+        return task.heldout_problems(n)
+    except TooFewProblems as e:
+        raise e.asked_by(request) from None
+
+
+def ood_or_refuse(task: Task, n: int, request: str) -> list[Problem]:
+    """As `heldout_or_refuse` for the task's out-of-distribution split (`ood_problems`; [] when
+    the task has none)."""
+    ood = getattr(task, "ood_problems", None)
+    if ood is None:
+        return []
+    try:
+        return ood(n)
+    except TooFewProblems as e:
+        raise e.asked_by(request) from None
 
 
 TASKS: Registry[Callable[..., Task]] = Registry("task")
@@ -97,11 +142,17 @@ def build_task(t) -> Task:
     if t.data_path:
         offered["data_path"] = t.data_path
     params, takes_all = task_parameters(t.name)
-    from grpo_research.errors import ConfigError, DataError
-
     try:
         return get_task(t.name, **{k: v for k, v in offered.items() if takes_all or k in params})
-    except DataError:  # a benchmark file's own error, named by its loader
-        raise
+    except DataError as e:  # a benchmark file's own error, named by its loader: one line from the CLI too
+        raise TaskDataError(str(e)) from None
+    except OSError as e:  # a missing data file (its loader names it) or one that cannot be read
+        raise TaskDataError(str(e) if isinstance(e, FileNotFoundError) else f"task.data_path: {e}") from None
     except ValueError as e:  # a bad option value: one line naming the config section
         raise ConfigError(f"task ({t.name}): {e}") from None
+
+
+class TaskDataError(DataError, ConfigError):
+    """A task's data file is missing or malformed (`build_task`): a DataError for the code that
+    tells data errors apart (the pipeline's plan), and a ConfigError, so that `train`, `sft`
+    and `eval` report it as one line with exit status 2 instead of a traceback."""

@@ -1,6 +1,11 @@
 """Benchmark records from local files (.jsonl, .jsonl.gz, .json, .parquet) or Hugging Face
 datasets, with checked fields (`DataError` names file, line and field), and `Benchmark`, the
-split handling shared by every benchmark task (see `grpo_research.tasks.benchmarks`)."""
+split handling shared by every benchmark task (see `grpo_research.tasks.benchmarks`).
+
+`load_source` refuses a source with no records and one in which two records carry the same
+id (`task_id`, else `unique_id`, else `id`; `11` and `"11"` are one id), naming the file and
+both lines; `check_unique_ids` does the same for the problems a loader made (ids that come
+from a record's position included)."""
 from __future__ import annotations
 
 import gzip
@@ -11,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_research.errors import DataError  # defined with the other user errors; importers use either module
-from grpo_research.tasks.base import Problem
+from grpo_research.tasks.base import Problem, TooFewProblems
 
 
 # ---------------------------------------------------------------- loading
@@ -113,9 +118,60 @@ def resolve_source(data: str | os.PathLike | None, *, subdir: str, filename: str
     return str(data)
 
 
+ID_FIELDS = ("task_id", "unique_id", "id")  # the fields a benchmark record names itself by, in that order
+
+
+def _place(where: str, label: str) -> str:
+    """"line 3" of "data/test.jsonl, line 3"."""
+    return where[len(label) + 2:] if where.startswith(label + ", ") else where
+
+
+def _id_key(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    text = str(value).strip()
+    return str(int(text)) if text.isdigit() else str(value)
+
+
+def check_records(records: list[Record], label: str) -> list[Record]:
+    """`records`, refused (DataError naming `label`) when there are none or two share an id."""
+    if not records:
+        raise DataError(f"{label}: no records (an empty data file)")
+    first: dict[str, str] = {}
+    for where, rec in records:
+        name = next((f for f in ID_FIELDS if rec.get(f) is not None), None)
+        if name is None:
+            continue
+        key = _id_key(rec[name])
+        if key in first:
+            raise DataError(f"{label}: duplicate {name} {rec[name]!r} ({_place(first[key], label)} and "
+                            f"{_place(where, label)}): each record must have its own id")
+        first[key] = where
+    return records
+
+
+def check_unique_ids(problems: list[Problem], wheres: list[str], label: str) -> list[Problem]:
+    """`problems` (made from the records at `wheres`, in order), refused (DataError naming
+    `label` and both records) when two share an id."""
+    seen: dict[str, str] = {}
+    for p, where in zip(problems, wheres):
+        if p.id in seen:
+            raise DataError(f"{label}: {_place(seen[p.id], label)} and {_place(where, label)} both have the problem id "
+                            f"{p.id!r}: each record must have its own id")
+        seen[p.id] = where
+    return problems
+
+
 def load_source(source: Path | str, config: str | None, split: str) -> list[Record]:
-    """Records of a resolved source: a local file, or `split` of a hub dataset."""
-    return read_records(source) if isinstance(source, Path) else load_hub(source, config, split)
+    """Records of a resolved source: a local file, or `split` of a hub dataset; none, or two
+    with one id, raise DataError naming the source (`check_records`)."""
+    records = read_records(source) if isinstance(source, Path) else load_hub(source, config, split)
+    return check_records(records, source_label(source, split))
+
+
+def source_label(source: Path | str, split: str) -> str:
+    """How errors name a resolved source: the file, or `name [split]` of a hub dataset."""
+    return str(source) if isinstance(source, Path) else f"{source} [{split}]"
 
 
 def field(where: str, rec: dict, name: str, kind: type | tuple[type, ...] = str, default: Any = ...) -> Any:
@@ -139,6 +195,9 @@ class Benchmark:
     _train_pool: list[Problem] | None = None
 
     def heldout_problems(self, n: int | None = None) -> list[Problem]:
+        """The first `n` evaluation problems (all when None); more than there are raises TooFewProblems."""
+        if n is not None and n > len(self._problems):
+            raise TooFewProblems(f"benchmark {self.name}", len(self._problems), n)
         return list(self._problems if n is None else self._problems[:n])
 
     def _load_train(self) -> list[Problem] | None:

@@ -9,7 +9,8 @@ import threading
 from decimal import Decimal, InvalidOperation
 
 from grpo_research.tasks.base import Grade, Problem, register_task
-from grpo_research.tasks.loading import Benchmark, DataError, Record, field, load_source, resolve_source
+from grpo_research.tasks.loading import (Benchmark, DataError, Record, check_unique_ids, field, load_source,
+                                         resolve_source, source_label)
 
 
 # A number: optional minus (before or after "$"), thousands groups or plain digits, decimals.
@@ -61,10 +62,11 @@ class GSM8K(MathBenchmark):
                  hub: str = "openai/gsm8k", config: str = "main"):
         self._source = resolve_source(data_path, subdir="gsm8k", filename="test.jsonl", hub=hub)
         self._train_path, self._config = train_path, config
-        self._problems = self._to_problems(load_source(self._source, config, "test"), "")
+        self._problems = self._to_problems(load_source(self._source, config, "test"), "",
+                                           source_label(self._source, "test"))
 
-    def _to_problems(self, records: list[Record], prefix: str) -> list[Problem]:
-        problems = []
+    def _to_problems(self, records: list[Record], prefix: str, label: str) -> list[Problem]:
+        problems, wheres = [], []
         for i, (where, rec) in enumerate(records):
             question = field(where, rec, "question")
             answer = field(where, rec, "answer")
@@ -76,7 +78,8 @@ class GSM8K(MathBenchmark):
             problems.append(Problem(id=pid, prompt=self.PROMPT.format(question=question), answer=_number(gold),
                                     solution=answer, meta={"index": i, "aliases": [str(i)] if rid is not None else [],
                                                            "chat_prompt": self.CHAT_PROMPT.format(question=question)}))
-        return problems
+            wheres.append(where)
+        return check_unique_ids(problems, wheres, label)
 
     def _load_train(self) -> list[Problem] | None:
         """`train_path`; else the hub's train split; else `train.jsonl` beside the test file."""
@@ -88,7 +91,7 @@ class GSM8K(MathBenchmark):
             source = self._source.parent / "train.jsonl"
             if not source.is_file() or source.resolve() == self._source.resolve():
                 return None
-        return self._to_problems(load_source(source, self._config, "train"), "train/")
+        return self._to_problems(load_source(source, self._config, "train"), "train/", source_label(source, "train"))
 
     def grade(self, problem: Problem, completion: str, finished: bool = True) -> Grade:
         extracted, formatted = extract_gsm8k(completion)
@@ -142,6 +145,7 @@ class MATH500(MathBenchmark):
         source = resolve_source(data_path, subdir="math500", filename="test.jsonl", hub=hub)
         records = load_source(source, config, "test")
         self._problems = []
+        wheres = []
         for i, (where, rec) in enumerate(records):
             problem = field(where, rec, "problem")
             answer = field(where, rec, "answer", (str, int, float), default=None)
@@ -155,6 +159,8 @@ class MATH500(MathBenchmark):
             self._problems.append(Problem(id=str(uid) if uid is not None else str(i),
                                           prompt=self.PROMPT.format(problem=problem), answer=str(answer),
                                           solution=rec.get("solution"), meta=meta))
+            wheres.append(where)
+        check_unique_ids(self._problems, wheres, source_label(source, "test"))
         self._gold_cache: dict[str, list] = {}
 
     def _gold(self, answer: str) -> list:

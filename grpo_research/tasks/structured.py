@@ -11,7 +11,11 @@ reward terms validate against that, never against the notation.
 Splits: a prompt is held out when a fixed hash of its text falls in 1 of 20 buckets
 (`is_heldout`); training draws skip those prompts at every level, so training never poses a
 held-out problem (the prompt determines the answer). The held-out split is a fixed list of
-distinct level-`eval_level` prompts drawn with a fixed seed.
+distinct level-`eval_level` prompts drawn with a fixed seed: at most `MAX_HELDOUT` (10,000),
+and it ends where the level's space of prompts runs out, that is where `HELDOUT_STALL`
+(50,000) draws in a row bring no new held-out prompt (tool_call level 1 holds 41). A request
+for more raises `TooFewProblems` with the number found (beyond `MAX_HELDOUT` at once, without
+drawing); `heldout_problems()` gives the first `DEFAULT_HELDOUT` (1,000) or all of a smaller split.
 """
 from __future__ import annotations
 
@@ -19,12 +23,14 @@ import hashlib
 import random
 from typing import Any
 
-from grpo_research.tasks.base import Grade, Problem
+from grpo_research.tasks.base import Grade, Problem, TooFewProblems
 from grpo_research.tasks.json_check import Validators, parse_json
 
 HELDOUT_SEED = 20250611
 HELDOUT_BUCKETS = 20  # 1 prompt in 20 is reserved for evaluation
-DEFAULT_HELDOUT = 1000  # held-out problems when `heldout_problems(None)`
+DEFAULT_HELDOUT = 1000  # held-out problems when `heldout_problems(None)` (fewer where the split is smaller)
+MAX_HELDOUT = 10_000  # the most a held-out split holds (each costs ~20 draws at levels 2-3; 10,000 take ~15 s)
+HELDOUT_STALL = 50_000  # draws in a row without a new held-out prompt that end the split (its space is exhausted)
 
 
 def is_heldout(prompt: str) -> bool:
@@ -80,6 +86,7 @@ class StructuredTask:
         self.level_weights = list(level_weights)
         self.eval_level = eval_level
         self._heldout: list[Problem] | None = None
+        self._heldout_complete = False  # the split ran out: `_heldout` is all of it
         self._validators = Validators()  # jsonschema validators of the grader, one per distinct schema
 
     def draw(self, rng: random.Random, level: int, split: str, index: int) -> Problem:
@@ -96,23 +103,35 @@ class StructuredTask:
         return out
 
     def heldout_problems(self, n: int | None = None) -> list[Problem]:
-        n = DEFAULT_HELDOUT if n is None else n
-        if self._heldout is None or len(self._heldout) < n:
+        """The first `n` problems of the held-out split (`DEFAULT_HELDOUT`, or all of a smaller
+        split, when None); more than the split holds raises TooFewProblems."""
+        split = f"{self.name} (eval_level {self.eval_level})"
+        wanted = DEFAULT_HELDOUT if n is None else n
+        if wanted > MAX_HELDOUT:
+            raise TooFewProblems(split, MAX_HELDOUT, wanted, note="the most a structured task's split holds",
+                                noun="distinct held-out problems")
+        if not self._heldout_complete and (self._heldout is None or len(self._heldout) < wanted):
             rng = random.Random(HELDOUT_SEED + self.eval_level)
             seen: set[str] = set()
             problems: list[Problem] = []
-            for _ in range(400 * n):
-                if len(problems) == n:
-                    break
+            misses = 0
+            while len(problems) < wanted:
                 p = self.draw(rng, self.eval_level, "heldout", len(problems))
                 if is_heldout(p.prompt) and p.prompt not in seen:
                     seen.add(p.prompt)
                     problems.append(p)
-            if len(problems) < n:
-                raise ValueError(f"{self.name} level {self.eval_level}: found only {len(problems)} distinct held-out "
-                                 f"problems, asked for {n}")
+                    misses = 0
+                else:
+                    misses += 1
+                    if misses >= HELDOUT_STALL:  # the level's space of prompts is exhausted
+                        self._heldout_complete = True
+                        break
             self._heldout = problems
-        return self._heldout[:n]
+        assert self._heldout is not None
+        if n is not None and n > len(self._heldout):
+            raise TooFewProblems(split, len(self._heldout), n, note="its level's prompts are exhausted",
+                                noun="distinct held-out problems")
+        return self._heldout[:wanted]
 
     def check_format(self, problem: Problem, completion: str) -> bool:
         """The completion is one JSON object (optionally in one Markdown fence)."""

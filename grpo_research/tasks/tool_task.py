@@ -14,8 +14,8 @@ Levels: 1, one tool (the one to call), only its required arguments, the plain ph
 2, two tools (one distractor), an optional argument given half of the time, phrasings varied;
 3, three tools in random order: the target, its look-alike where it has one (weather/air,
 timer/alarm, event/alarm, convert/translate) and a random third, optional arguments as at 2.
-Level 1 is a small space (about 1,050 distinct prompts, so about 50 held out): a held-out
-split of `eval_level` 1 larger than that raises ValueError (it is meant for training draws).
+Level 1 is a small space (about 1,050 distinct prompts, of which 41 are held out): a request
+for more of `eval_level` 1 raises TooFewProblems, a ValueError (level 1 is meant for training draws).
 
 Grading (`grade`, one code path with the `tool_call` reward term: `json_check.check_tool_call`):
 correct when generation ended with EOS, the completion is one JSON document (one enclosing

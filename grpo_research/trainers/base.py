@@ -42,6 +42,7 @@ from grpo_research.provenance import environment
 from grpo_research.rewards import RewardBatch, build_reward
 from grpo_research.rollout import RolloutBatch, rollout_backend, select_and_concat
 from grpo_research.tasks import build_task
+from grpo_research.tasks.base import heldout_or_refuse, ood_or_refuse
 from grpo_research.tasks.prompting import pose
 from grpo_research.tracking import NullTracker, Tracker, read_metrics
 from grpo_research.trainers import common, distributed
@@ -85,6 +86,9 @@ class Trainer:
             torch.set_num_threads(self.threads)
         common.seed_everything(cfg.seed)
         self.task = build_task(cfg.task)
+        # an evaluation set larger than the task's held-out split: one line now, before any model loads
+        heldout_or_refuse(self.task, cfg.train.eval_size, f"train.eval_size={cfg.train.eval_size}")
+        ood_or_refuse(self.task, cfg.train.eval_size, f"train.eval_size={cfg.train.eval_size}")
         # world 1 unless started by torchrun with WORLD_SIZE > 1 (then: process group joined, cuda:LOCAL_RANK)
         self.dp, self.device = distributed.setup(common.resolve_device(cfg.model.device))
         problem = data_parallel_problem(cfg, self.dp.world, "WORLD_SIZE")
