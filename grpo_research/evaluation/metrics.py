@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal
+from decimal import Decimal, localcontext
+from fractions import Fraction
 from typing import Iterable, Sequence
 
 Z95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
@@ -109,14 +110,35 @@ def _score(per_task: list[float]) -> dict:
 
 # ---------------------------------------------------------------- maj@k (majority voting)
 _PLAIN_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)$")
+_FRACTION = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))/(\d+\.?\d*|\.\d+)$")
+
+
+def _decimal_key(value: Fraction) -> str:
+    """A value's ballot: its decimal digits when they end (`18/5` -> `3.6`), else `p/q` reduced."""
+    if value == 0:
+        return "0"
+    q = value.denominator
+    for f in (2, 5):
+        while q % f == 0:
+            q //= f
+    if q != 1:
+        return f"{value.numerator}/{value.denominator}"
+    with localcontext() as ctx:
+        ctx.prec = len(str(value.numerator)) + 2 * len(str(value.denominator)) + 2  # exact
+        return format((Decimal(value.numerator) / Decimal(value.denominator)).normalize(), "f")
 
 
 def answer_key(answer: str | None) -> str | None:
     """The ballot of an extracted answer: a number as its canonical decimal value (`007`, `7`,
-    `7.0` and `+7` -> `7`), anything else its text with whitespace removed; None stays None."""
+    `7.0` and `+7` -> `7`; a fraction as its value, `18/5` and `3.6` -> `3.6`, `2/6` -> `1/3`),
+    anything else its text with whitespace removed; None stays None."""
     if answer is None:
         return None
     text = "".join(answer.split())
+    fraction = _FRACTION.match(text)  # no exponents here either
+    if fraction:
+        den = Decimal(fraction.group(2))
+        return text if den == 0 else _decimal_key(Fraction(Decimal(fraction.group(1))) / Fraction(den))
     if not _PLAIN_NUMBER.match(text):  # no exponents: "9e99999" would expand to 100,000 digits
         return text
     value = Decimal(text)

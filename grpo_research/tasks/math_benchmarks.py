@@ -1,31 +1,65 @@
 """The math benchmarks `gsm8k` and `math500`, their answer extraction (`extract_gsm8k`,
 `last_boxed`) and graders (see `grpo_research.tasks.benchmarks` for how they depart from the
-official ones)."""
+official ones).
+
+Both graders read the completion (and the gold answer) through `normalise_math_text` first:
+the minus sign U+2212 and the dashes typeset as one (hyphen U+2010/U+2011, figure dash U+2012,
+en dash U+2013, small and full-width hyphen-minus, heavy minus) become `-`, full-width
+characters (`１８`, `＄`) and the decimal digits of every script become ASCII, and the fraction
+and division slashes become `/`; the em dash is left alone (it is punctuation in prose). So
+`#### −18` reads as -18, never as 18. GSM8K numbers may be fractions, `18/5` or `\\frac{18}{5}`
+(also `\\dfrac`, `\\tfrac`), compared as numbers: `18/5` equals 3.6 and not 18.
+"""
 from __future__ import annotations
 
 import os
 import re
 import threading
+import unicodedata
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 from grpo_research.tasks.base import Grade, Problem, register_task
 from grpo_research.tasks.loading import (Benchmark, DataError, Record, check_unique_ids, field, load_source,
                                          resolve_source, source_label)
 
+# what a model or a data file writes for a minus sign; the em dash (U+2014) is prose punctuation
+MINUS_SIGNS = "\u2212\u2010\u2011\u2012\u2013\ufe63\uff0d\u2796\u02d7"
+_TRANSLATION = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}  # full-width ASCII -> ASCII
+_TRANSLATION.update({ord(c): ord("-") for c in MINUS_SIGNS})
+_TRANSLATION.update({0x2044: ord("/"), 0x2215: ord("/"), 0x3000: ord(" ")})  # fraction, division slash; wide space
 
-# A number: optional minus (before or after "$"), thousands groups or plain digits, decimals.
-_NUMBER = r"(-?)(?:\$\s?)?(-?)(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
-_NUMBER_RE = re.compile(_NUMBER)
-_HASH_RE = re.compile(r"####\s*" + _NUMBER)
+
+def normalise_math_text(text: str) -> str:
+    """`text` with minus-like dashes as `-`, full-width characters and every script's decimal
+    digits as ASCII, fraction and division slashes as `/` (see the module docstring)."""
+    text = text.translate(_TRANSLATION)
+    if text.isascii():
+        return text
+    return "".join(chr(48 + unicodedata.decimal(c)) if not c.isascii() and unicodedata.decimal(c, None) is not None
+                   else c for c in text)
+
+
+# A number: optional minus (before or after "$"), thousands groups or plain digits, decimals;
+# optionally a fraction: `18/5`, `\frac{18}{5}` (ASCII digits only: the text is normalised first).
+_PLAIN = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+"
+_NUMBER = (rf"(?P<s1>-?)(?:\$\s?)?(?P<s2>-?)(?:\\[dt]?frac\{{\s*(?P<fs>-?)\s*(?P<fn>{_PLAIN})\s*\}}"
+           rf"\{{\s*(?P<fd>{_PLAIN})\s*\}}|(?P<n>{_PLAIN})(?:\s*/\s*(?P<d>{_PLAIN}))?)")
+_NUMBER_RE = re.compile(_NUMBER, re.ASCII)
+_HASH_RE = re.compile(r"####\s*" + _NUMBER, re.ASCII)
 
 
 def _number(match: re.Match) -> str:
-    sign = "-" if (match.group(1) or match.group(2)) else ""
-    return sign + match.group(3).replace(",", "")
+    """The matched number as `-?N` or `-?N/D` (commas dropped)."""
+    negative = bool(match.group("s1") or match.group("s2")) != bool(match.group("fs"))
+    num, den = (match.group("fn"), match.group("fd")) if match.group("fn") else (match.group("n"), match.group("d"))
+    return ("-" if negative else "") + num.replace(",", "") + (f"/{den.replace(',', '')}" if den else "")
 
 
 def extract_gsm8k(text: str) -> tuple[str | None, bool]:
-    """(answer, formatted): the number after `####` (formatted=True), else the last number."""
+    """(answer, formatted): the number after `####` (formatted=True), else the last number,
+    of the normalised text (`normalise_math_text`); a fraction reads as `N/D`."""
+    text = normalise_math_text(text)
     m = _HASH_RE.search(text)
     if m:
         return _number(m), True
@@ -33,11 +67,28 @@ def extract_gsm8k(text: str) -> tuple[str | None, bool]:
     return (_number(numbers[-1]) if numbers else None), False
 
 
-def numbers_equal(a: str, b: str) -> bool:
+def number_value(text: str) -> Fraction | None:
+    """The exact value of `N`, `-N`, `N/D` (decimals allowed; commas not), else None (also for a
+    zero denominator and for exponents beyond +-1000, which would expand to huge integers)."""
+    parts = text.strip().split("/")
+    if len(parts) > 2:
+        return None
     try:
-        return Decimal(a) == Decimal(b)
+        values = [Decimal(part.strip()) for part in parts]
     except InvalidOperation:
-        return False
+        return None
+    if any(not v.is_finite() or abs(v.as_tuple().exponent) > 1000 for v in values):
+        return None
+    if len(values) == 2 and values[1] == 0:
+        return None
+    value = Fraction(values[0])
+    return value / Fraction(values[1]) if len(values) == 2 else value
+
+
+def numbers_equal(a: str, b: str) -> bool:
+    """Whether two numbers (`number_value`: `18/5` and `3.6` are one number) are equal."""
+    x, y = number_value(a), number_value(b)
+    return x is not None and y is not None and x == y
 
 
 class MathBenchmark(Benchmark):
@@ -70,7 +121,7 @@ class GSM8K(MathBenchmark):
         for i, (where, rec) in enumerate(records):
             question = field(where, rec, "question")
             answer = field(where, rec, "answer")
-            gold = _HASH_RE.search(answer)
+            gold = _HASH_RE.search(normalise_math_text(answer))
             if gold is None:
                 raise DataError(f"{where}: field 'answer' has no '#### <number>'")
             rid = rec.get("task_id", rec.get("id"))
@@ -101,7 +152,7 @@ class GSM8K(MathBenchmark):
         return Grade(correct=ok, outcome="passed" if ok else "wrong_answer", formatted=formatted, extracted=extracted)
 
     def check_format(self, problem: Problem, completion: str) -> bool:
-        return _HASH_RE.search(completion) is not None
+        return _HASH_RE.search(normalise_math_text(completion)) is not None
 
 
 def last_boxed(text: str) -> str | None:
@@ -168,13 +219,15 @@ class MATH500(MathBenchmark):
             from math_verify import parse
 
             t = _math_verify_timeout()
-            self._gold_cache[answer] = parse(f"$\\boxed{{{answer}}}$", parsing_timeout=t) or parse(answer, parsing_timeout=t)
+            text = normalise_math_text(answer)
+            self._gold_cache[answer] = parse(f"$\\boxed{{{text}}}$", parsing_timeout=t) or parse(text, parsing_timeout=t)
         return self._gold_cache[answer]
 
     def grade(self, problem: Problem, completion: str, finished: bool = True) -> Grade:
         from math_verify import parse, verify
 
         t = _math_verify_timeout()
+        completion = normalise_math_text(completion)
         boxed = last_boxed(completion)
         if boxed is None:  # no \boxed{}: math-verify's own extraction of the final answer (formatted=False)
             gold = self._gold(problem.answer or "")
@@ -188,8 +241,8 @@ class MATH500(MathBenchmark):
         pred = parse(f"$\\boxed{{{boxed}}}$", parsing_timeout=t)
         ok = bool(gold and pred and verify(gold, pred, timeout_seconds=t))
         if not ok:
-            ok = "".join(boxed.split()) == "".join((problem.answer or "").split())
+            ok = "".join(boxed.split()) == "".join(normalise_math_text(problem.answer or "").split())
         return Grade(correct=ok, outcome="passed" if ok else "wrong_answer", formatted=True, extracted=boxed)
 
     def check_format(self, problem: Problem, completion: str) -> bool:
-        return last_boxed(completion) is not None
+        return last_boxed(normalise_math_text(completion)) is not None
