@@ -195,6 +195,16 @@ def test_a_full_disk_is_one_line_and_the_run_resumes_once_there_is_space(tiny_mo
     assert deterministic(read_metrics(run / "metrics.jsonl")) == deterministic(read_metrics(ref / "metrics.jsonl"))
 
 
+def test_a_full_disk_with_wandb_logging_is_still_one_line(tiny_model_dir, small_disk, capsys, monkeypatch):
+    """W&B's log file fails on a full disk too; its logging errors (274 lines) are not printed."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run = small_disk / "run"
+    assert main(_args(tiny_model_dir, run, "train.steps=4", "train.checkpoint_every=2", "tracking.wandb=offline")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: no space left on the device of"), err[:2000]
+    assert (run / "config.yaml").exists()  # what was written is kept
+
+
 def test_a_step_where_every_completion_is_an_infrastructure_failure_fails_loudly(tiny_model_dir, tmp_path, capsys,
                                                                                  monkeypatch):
     """E.g. a broken sandbox: training on it would be steps of nothing, exit 0. It exits 1 with

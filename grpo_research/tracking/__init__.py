@@ -6,6 +6,15 @@ W&B runs offline by default (no login, no network; `wandb sync <run-dir>/wandb/.
 online when `tracking.wandb=online`, and not at all when `disabled` (a do-nothing stand-in).
 The resolved config goes to W&B unchanged as the run config.
 
+On resume the W&B run is made to equal metrics.jsonl: the steps W&B's local history of the run
+already holds are read from its `.wandb` files (`wandb_offline.logged_through`; a run killed
+with SIGKILL loses what W&B had not flushed, often everything since its start), the rows of
+metrics.jsonl after them are sent again before training goes on, and later rows W&B holds
+already (a killed run's steps after its checkpoint) are not sent twice: W&B's steps only
+increase. W&B's own logging is silenced (`quiet_wandb`): a failure it causes (e.g. a full
+disk) is reported once, by the trainer, as one line. Rollout sample tables are logged to W&B
+as `rollout_samples` (not `samples`, the x-axis metric of the same step).
+
 Metric keys (training rows; evaluation rows carry `step`, `samples`, `eval/accuracy`):
 
 | key | meaning |
@@ -61,6 +70,25 @@ def _clean(v: Any) -> Any:
     return v
 
 
+def quiet_wandb() -> None:
+    """No W&B output on the console: its messages, and the failures of its own log file (on a
+    full disk, each of its log lines printed as a "--- Logging error ---" traceback, hundreds of
+    lines), would bury the one line that says what went wrong. Call before and after
+    `wandb.init` (which adds the log file's handler); the log file (`wandb/*/logs/debug.log`)
+    is still written while it can be."""
+    import logging
+
+    os.environ.setdefault("WANDB_SILENT", "true")
+    os.environ.setdefault("WANDB_CONSOLE", "off")
+    for handler in logging.getLogger("wandb").handlers:
+        handler.handleError = lambda record: None  # type: ignore[method-assign]
+
+
+def wandb_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A metrics row as W&B gets it: numbers only, `step` as W&B's step."""
+    return {k: v for k, v in row.items() if k != "step" and isinstance(v, (int, float))}
+
+
 class Tracker:
     def __init__(self, run_dir: Path, config: dict, mode: str = "offline", project: str = "grpo-research",
                  group: str = "", name: str = "", tags: list | None = None, job_type: str = ""):
@@ -68,38 +96,56 @@ class Tracker:
         self.path = self.run_dir / "metrics.jsonl"
         self._fh = open(self.path, "a", buffering=1)
         self.wandb: Any = _NoWandb()
+        self.wandb_through = -1  # W&B holds every step up to this one already: not sent again
+        self.resent = 0  # rows of metrics.jsonl sent to W&B again on resume
         if mode != "disabled":
+            quiet_wandb()
             import wandb
+
+            from grpo_research.tracking.wandb_offline import logged_through
 
             id_file = self.run_dir / "wandb_id.txt"
             if id_file.exists():
                 run_id = id_file.read_text().strip()
             else:
                 run_id = uuid.uuid4().hex[:12]
-                id_file.write_text(run_id)
-            os.environ.setdefault("WANDB_SILENT", "true")
+                write_text_atomic(id_file, run_id)
+            self.wandb_through = logged_through(self.run_dir, run_id)  # before init adds this invocation's run
             self.wandb = wandb.init(
                 project=project, group=group or None, name=name or self.run_dir.name, tags=tags or None,
                 job_type=job_type or None, config=config, dir=str(self.run_dir), mode=mode, id=run_id,
                 resume="allow", settings=wandb.Settings(console="off", silent=True),
             )
+            quiet_wandb()
+            self._catch_up()
+
+    def _catch_up(self) -> None:
+        """Send W&B the rows of metrics.jsonl (as the resumed checkpoint covers them) after the
+        last step W&B's local history holds."""
+        rows = read_metrics(self.path, missing_ok=True, skip_bad_lines=True)
+        for row in rows:
+            if isinstance(row.get("step"), int) and row["step"] > self.wandb_through:
+                self.wandb.log(wandb_row({k: _clean(v) for k, v in row.items()}), step=row["step"])
+                self.resent += 1
 
     def log(self, row: dict[str, Any]) -> None:
         row = {k: _clean(v) for k, v in row.items()}
         self._fh.write(json.dumps(row) + "\n")
         self._fh.flush()
-        self.wandb.log({k: v for k, v in row.items() if k != "step" and isinstance(v, (int, float))}, step=row["step"])
+        if row["step"] > self.wandb_through:
+            self.wandb.log(wandb_row(row), step=row["step"])
 
     def log_table(self, step: int, rows: list[dict[str, Any]]) -> None:
-        """Rollout samples: `samples/step_<step>.jsonl` and a W&B table."""
+        """Rollout samples: `samples/step_<step>.jsonl` and a W&B table (`rollout_samples`)."""
         out = self.run_dir / "samples"
         out.mkdir(exist_ok=True)
         write_text_atomic(out / f"step_{step:06d}.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-        if not isinstance(self.wandb, _NoWandb):
+        if not isinstance(self.wandb, _NoWandb) and step > self.wandb_through:
             import wandb
 
             cols = list(rows[0]) if rows else []
-            self.wandb.log({"samples": wandb.Table(columns=cols, data=[[r[c] for c in cols] for r in rows])}, step=step)
+            self.wandb.log({"rollout_samples": wandb.Table(columns=cols, data=[[r[c] for c in cols] for r in rows])},
+                           step=step)
 
     def close(self) -> None:
         self._fh.close()

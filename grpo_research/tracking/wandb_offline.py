@@ -119,6 +119,31 @@ def read_offline_run(path: str | Path) -> dict[str, Any]:
     return {"run": run, "config": config, "history": history, "summary": summary}
 
 
+def history_steps(path: str | Path) -> list[int]:
+    """The steps of the history records of a `.wandb` file, in order, as far as it can be read:
+    a file cut short by a kill (even to its 7-byte header or less) or damaged after some
+    records gives the steps before that point."""
+    from wandb.proto import wandb_internal_pb2
+
+    steps: list[int] = []
+    try:
+        for payload in record_payloads(path):
+            rec = wandb_internal_pb2.Record()
+            rec.ParseFromString(payload)
+            if rec.WhichOneof("record_type") == "history" and rec.history.HasField("step"):
+                steps.append(rec.history.step.num)
+    except (OSError, WandbFileError, ValueError):  # ValueError: protobuf's DecodeError
+        pass
+    return steps
+
+
+def logged_through(run_dir: str | Path, run_id: str) -> int:
+    """The last step that W&B's local history of run `run_id` (every `.wandb` file under
+    `<run_dir>/wandb/`, offline or online runs) holds, or -1 when it holds none."""
+    files = sorted(Path(run_dir).glob(f"wandb/*run-*-{run_id}/*.wandb"))
+    return max((s for f in files for s in history_steps(f)), default=-1)
+
+
 def offline_runs(run_dir: str | Path) -> list[Path]:
     """The offline W&B runs under a run dir (`<run_dir>/wandb/offline-run-*`), oldest first."""
     return sorted(Path(run_dir).glob("wandb/offline-run-*"))

@@ -61,11 +61,17 @@ class DiskFull(UsageError):
     """The run dir's file system is full (one line, exit 2; the run resumes once there is space)."""
 
 
-def _disk_full(e: BaseException) -> bool:
-    """ENOSPC, also when torch's checkpoint writer reports it as a RuntimeError."""
-    if isinstance(e, OSError):
-        return e.errno == errno.ENOSPC
-    return "No space left on device" in str(e) or "file write failed" in str(e)
+def _disk_full(e: BaseException | None) -> bool:
+    """ENOSPC, also when torch's checkpoint writer reports it as a RuntimeError (whose message
+    or the exception it was raised while handling says so)."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            return True
+        if "No space left on device" in str(e) or "file write failed" in str(e):
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
 
 
 class Trainer:
@@ -440,7 +446,7 @@ class Trainer:
         self.load_extra_state(state)
 
     # ------------------------------------------------------------ the loop
-    def train(self, lock: DirLock | None = None) -> dict[str, Any]:
+    def train(self, lock: DirLock | None = None, early_stop=None) -> dict[str, Any]:
         """The loop. SIGTERM (what SLURM sends before preemption) finishes the current step,
         writes a checkpoint and raises `Preempted`; rerunning the same command resumes.
         Data parallel: every process runs it (each loads the checkpoint; evaluation and sample
@@ -449,7 +455,11 @@ class Trainer:
         One process trains a run dir at a time: rank 0 holds the run dir's lock for all ranks.
         `lock` is that lock when the caller already holds it (`grpo-research train` takes it
         before checking the run dir); without it, it is taken here and released at the end. The
-        kernel releases it when the holder dies, so a crashed run resumes at once."""
+        kernel releases it when the holder dies, so a crashed run resumes at once.
+
+        `early_stop`: the handler `grpo-research train` installs before the loop's own (an
+        object whose `raised` says a signal arrived already: the loop then stops after one step)."""
+        self._early_stop = early_stop
         own = lock is None
         if own:
             lock = DirLock(self.run_dir / ".lock", f"run dir {self.run_dir}", self.cfg.train.lock_wait)
@@ -482,7 +492,7 @@ class Trainer:
             group=cfg.tracking.group, name=self.run_dir.name, tags=cfg.tracking.tags,
             job_type=cfg.method) if dp.main else NullTracker())
         self.timings["resume_s"] = t_start - t_init_train  # reading the checkpoint and cutting metrics back
-        stop = common.StopFlag()
+        stop = common.StopFlag(raised=bool(getattr(self, "_early_stop", None) and self._early_stop.raised))
         try:
             if self.step == 0:
                 tracker.log(timed("eval_s", self.evaluate))
