@@ -2,6 +2,7 @@
 never a partial file. Every writer of the project that replaces a file uses these."""
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -122,3 +123,27 @@ def check_output_dir(out: str | os.PathLike, inputs: list[str | os.PathLike] = (
                 raise UsageError(f"{flag} {out}: cannot write in {p} (permission denied)")
             break
     return out
+
+
+ENVIRONMENT_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.ENAMETOOLONG, errno.ENOTDIR,
+                                errno.EISDIR, errno.EACCES, errno.EPERM, errno.EEXIST})
+
+
+def is_environment_error(e: BaseException) -> bool:
+    """An OSError the machine causes, not the code (full disk, read-only file system, ...)."""
+    return isinstance(e, OSError) and e.errno in ENVIRONMENT_ERRNOS
+
+
+def environment_error(e: OSError, what: str = ""):
+    """An OSError of the environment (full disk, read-only file system, a path through a file,
+    a name too long, permissions) as a `UsageError` of one line naming `what` and the file."""
+    reason = {errno.ENOSPC: "no space left on the device", errno.EROFS: "read-only file system",
+              errno.EDQUOT: "disk quota exceeded", errno.ENAMETOOLONG: "file name too long",
+              errno.ENOTDIR: "a part of the path is a file, not a directory",
+              errno.EISDIR: "is a directory, not a file", errno.EACCES: "permission denied",
+              errno.EPERM: "operation not permitted", errno.EEXIST: "exists already"}.get(
+        e.errno, e.strerror or type(e).__name__)
+    where = f" ({e.filename})" if e.filename else ""
+    from grpo_research.errors import UsageError
+
+    return UsageError(f"{what}: {reason}{where}" if what else f"{reason}{where}")

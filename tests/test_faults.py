@@ -71,3 +71,25 @@ def test_nonfinite_loss_skips_the_update(tiny_model_dir, tmp_path, monkeypatch):
     row = trainer.train_step()  # training goes on
     assert "nonfinite_loss" not in row
     assert any(not torch.equal(p, q) for p, q in zip(before, trainer.policy.parameters()))
+
+
+def test_sigterm_as_soon_as_the_run_dir_exists_exits_75_and_the_rerun_finishes(tiny_model_dir, tmp_path):
+    """SIGTERM while `train` is still starting (imports, model load: before the loop's handler)
+    exits 75 with one line, as during training; the same command then trains the run."""
+    from grpo_research.cli import main
+
+    run = tmp_path / "run"
+    args = ["--run-dir", str(run), f"model.name_or_path={tiny_model_dir}", *FAST, "train.steps=3"]
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([EXE, "train", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.time() + 120
+    while not run.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.001)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_PREEMPTED, err
+    assert err.strip().splitlines()[-1].startswith("preempted: ") and "Traceback" not in err, err
+    assert not (run / "metrics.jsonl").exists() or not [r for r in read_metrics(run / "metrics.jsonl") if "loss" in r]
+    assert main(["train", *args]) == 0
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl") if "loss" in r] == [1, 2, 3]

@@ -44,9 +44,26 @@ def build_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run `grpo-research ARGV...`; returns the exit status."""
+    """Run `grpo-research ARGV...`; returns the exit status.
+
+    Called as the process's entry point (no `argv`), `train` keeps its exit status through the
+    interpreter's shutdown: a SIGTERM or SIGINT then (a second or so of library teardown after
+    everything is written) is ignored, so the process still ends with that status, not 143."""
+    process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in DELEGATED:
         module = importlib.import_module(f"grpo_research.cli.{DELEGATED[argv[0]][0]}")
         return module.main(argv[1:])
-    return run_command(build_parser(), argv)
+    code = run_command(build_parser(), argv)
+    if process and argv and argv[0] == "train":
+        _keep_status_on_signal(code)
+    return code
+
+
+def _keep_status_on_signal(code: int) -> None:
+    """Ignore SIGTERM and SIGINT from here on: Python's shutdown resets Python-level handlers to
+    the default (killed by the signal, status 143) but leaves ignored signals ignored."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)

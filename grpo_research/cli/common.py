@@ -37,12 +37,21 @@ def run_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> int:
 
     A usage error (USAGE_ERRORS, bad arguments included) prints `error: <message>` on one line
     on stderr and returns 2 (USAGE_ERROR); a command may set `on_usage_error` (called with the
-    exit status) as a default of its parser to learn of it, as `train` does for torchrun."""
+    exit status) as a default of its parser to learn of it, as `train` does for torchrun.
+    An environment error (full disk, read-only file system, a path through a file, a name too
+    long, permissions: `files.ENVIRONMENT_ERRNOS`) that no command turned into a usage error
+    itself is one line too, naming the file, exit status 2."""
+    from grpo_research.files import environment_error, is_environment_error
+
     args = None
     try:
         args = parser.parse_args(list(argv))
         return args.func(args)
-    except USAGE_ERRORS as e:
+    except (*USAGE_ERRORS, OSError) as e:
+        if isinstance(e, OSError):
+            if not is_environment_error(e):
+                raise
+            e = environment_error(e)
         code = report_usage_error(e)
         hook = getattr(args, "on_usage_error", None)
         if hook is not None:

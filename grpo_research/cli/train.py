@@ -8,26 +8,77 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
 from grpo_research.cli.common import quiet_libraries
 from grpo_research.config import key_table, load_config
 from grpo_research.errors import ConfigError, UsageError
-from grpo_research.rundir import check_run_dir, write_config
+from grpo_research.rundir import check_dir_path, check_run_dir, environment_error, is_environment_error, write_config
+
+EXIT_PREEMPTED = 75  # as grpo_research.trainers.common (imported here without torch)
 
 
 def record_usage_exit(code: int) -> None:
-    """A torchrun worker's usage error: tell the launcher (a no-op outside torchrun)."""
+    """A torchrun worker's exit status (a usage error, a preemption): tell the launcher (a no-op
+    outside torchrun)."""
     from grpo_research.trainers.launcher import record_exit
 
     record_exit(code)
 
 
+class StartupPreempted(BaseException):
+    """SIGTERM or SIGINT before the training loop's own handler took over (imports, model load,
+    the base-model build) or after it let go (saving the model): nothing half-written is left
+    (every file is written atomically), so `train` exits 75 at once and a rerun resumes. A
+    BaseException, so that no library's `except Exception` swallows it."""
+
+
+class EarlyStop:
+    """From the start of `train` until the training loop installs its own handler
+    (`trainers.common.StopFlag`, which finishes the step and checkpoints): SIGTERM or SIGINT
+    raises `StartupPreempted` once (later signals only set `raised`)."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self):
+        self.raised = False
+        self._previous = {}
+        for sig in self.SIGNALS:
+            try:
+                self._previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: no handler
+                pass
+
+    def _handle(self, signum, frame) -> None:
+        if self.raised:
+            return
+        self.raised = True
+        raise StartupPreempted(signum)
+
+    def restore(self) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    early = EarlyStop()  # SIGTERM from here on exits 75 (the run dir may exist already)
+    try:
+        return _train(args, early)
+    except StartupPreempted:
+        print("preempted: stopped before a checkpoint was due, nothing lost; rerun the same command to resume",
+              file=sys.stderr, flush=True)
+        record_usage_exit(EXIT_PREEMPTED)
+        return EXIT_PREEMPTED
+    finally:
+        early.restore()
+
+
+def _train(args: argparse.Namespace, early: EarlyStop) -> int:
     cfg = load_config(args.config, args.overrides)  # launcher=torchrun: also refuses what cannot shard
+    check_run_dir(args.run_dir, cfg)  # also refuses "" (it would be the current directory)
     run_dir = Path(args.run_dir)
-    check_run_dir(run_dir, cfg)
     from grpo_research.trainers import launcher
 
     if cfg.train.launcher == "torchrun" and not launcher.under_torchrun():
@@ -37,11 +88,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     from grpo_research.config import data_parallel_problem
     from grpo_research.trainers import build_trainer, distributed
     from grpo_research.trainers.base import InfrastructureFailure
-    from grpo_research.trainers.common import EXIT_PREEMPTED, Preempted, resolve_device
-    from grpo_research.trainers.sft import ensure_base_model
-
     from grpo_research.locks import DirLock
+    from grpo_research.models.real import PACKAGED_MODELS
+    from grpo_research.trainers.common import Preempted, resolve_device
+    from grpo_research.trainers.sft import cache_root, ensure_base_model
 
+    model_cache = cache_root(cfg)
+    builds = cfg.model.name_or_path == "tiny" or cfg.model.name_or_path in PACKAGED_MODELS  # into model_cache
+    if builds:
+        check_model_cache(model_cache)  # before the run dir is made
     launcher.record_pid()
     dp, _ = distributed.setup(resolve_device(cfg.model.device))  # world 1 unless torchrun started us
     # one process trains a run dir at a time: held (by rank 0, for all ranks) from before the run
@@ -51,14 +106,28 @@ def cmd_train(args: argparse.Namespace) -> int:
     created = not run_dir.exists()
     try:
         if dp.main:
-            lock.acquire()
-            check_run_dir(run_dir, cfg)  # again under the lock: another process may have written it meanwhile
+            try:
+                lock.acquire()
+            except OSError as e:
+                if not is_environment_error(e):
+                    raise
+                raise environment_error(e, f"run dir {run_dir} cannot be written") from None
+            changed = check_run_dir(run_dir, cfg)  # again under the lock: another process may have written it meanwhile
+            if changed:
+                print(f"run dir {run_dir}: resuming with operational keys changed ({'; '.join(changed)})",
+                      file=sys.stderr, flush=True)
         problem = data_parallel_problem(cfg, dp.world, "WORLD_SIZE")
         if problem:
             raise ConfigError(problem)
         if not dp.main:
             dp.barrier()  # rank 0 builds the tiny base model (when not cached yet) alone
-        model_path = ensure_base_model(cfg, progress=cfg.tracking.progress and dp.main)
+        try:
+            model_path = ensure_base_model(cfg, progress=cfg.tracking.progress and dp.main)
+        except OSError as e:
+            if not (builds and is_environment_error(e)):
+                raise
+            raise environment_error(e, f"the base model cannot be built in the model cache {model_cache} "
+                                       "(model.cache_dir, GRPO_RESEARCH_CACHE)") from None
         if dp.main:
             dp.barrier()
         trainer = build_trainer(cfg, run_dir, model_path)  # may still refuse the config; writes nothing
@@ -69,8 +138,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
             prompt = json.dumps(describe(trainer.task, trainer.tokenizer), indent=2) + "\n"
             write_text_atomic(run_dir / "prompt.json", prompt)  # the prompts exactly as the model sees them
+        if early.raised:  # a signal whose exception some library swallowed
+            raise StartupPreempted()
         try:
-            summary, code = trainer.train(lock=lock), 0
+            summary, code = trainer.train(lock=lock, early_stop=early), 0
         except InfrastructureFailure as e:
             if dp.main:
                 print(f"error: {e}", file=sys.stderr)
@@ -95,8 +166,21 @@ def cmd_train(args: argparse.Namespace) -> int:
         distributed.shutdown()
 
 
+def check_model_cache(root: Path) -> None:
+    """The model cache (where the tiny base model or a packaged real model is built) must be a
+    directory or creatable; whether it can be written is found when a base model has to be
+    built there (a read-only cache that holds it already is fine)."""
+    for p in (root, *root.parents):
+        if p.exists() or p.is_symlink():
+            if not p.is_dir():
+                raise UsageError(f"model cache {root} (model.cache_dir, GRPO_RESEARCH_CACHE): {p} is a file, "
+                                 "not a directory")
+            return
+
+
 def cmd_sft(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)
+    check_dir_path(args.out, "--out", file_ok=True)  # empty, a name too long, inside a file, read-only
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file; give a new or empty directory")

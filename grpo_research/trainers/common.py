@@ -377,12 +377,13 @@ class Preempted(Exception):
 
 class StopFlag:
     """Catches SIGTERM and SIGINT while training: the loop finishes its step, checkpoints and
-    stops (exit 75). A second SIGINT (Ctrl-C twice) stops at once with KeyboardInterrupt."""
+    stops (exit 75). A second SIGINT (Ctrl-C twice) stops at once with KeyboardInterrupt.
+    `raised`: a signal arrived already (before the loop, e.g. while loading)."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self):
-        self.raised = False
+    def __init__(self, raised: bool = False):
+        self.raised = raised
         self._previous: dict[int, Any] = {}
         for sig in self.SIGNALS:
             try:
