@@ -20,7 +20,10 @@ def test_wandb_history_equals_metrics_after_sigkill_between_checkpoints(tiny_mod
     args = ["train", "--run-dir", str(run), f"model.name_or_path={tiny_model_dir}",
             *fast_run("reward.weights={overlong: 1.0}", "optim.lr=1e-2", "train.steps=16", "train.eval_every=4",
                       "train.checkpoint_every=5", "tracking.wandb=offline")]
-    env = {**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
+    # not this process's W&B service (an earlier in-process test started one): a run killed
+    # while attached to it would stay "in use" there
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
+    env.update(WANDB_MODE="offline", OMP_NUM_THREADS="1")
     proc, seen = kill_after_step([EXE, *args], run / "metrics.jsonl", 12, env)
     proc.wait()
     assert seen is not None and seen < 16, "the run finished before it could be killed"
