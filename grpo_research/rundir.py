@@ -25,6 +25,7 @@ import yaml
 from grpo_research.config import RunConfig
 from grpo_research.errors import UsageError
 from grpo_research.files import environment_error, is_environment_error, write_text_atomic  # noqa: F401 (re-exported)
+from grpo_research.typed_config import safe_load
 
 # Config keys that cannot change a run's numbers (metrics.jsonl, checkpoints, the model): left
 # out of the run-dir comparison. A key ending in "." is a whole section. Each with why.
@@ -156,7 +157,7 @@ def check_run_dir(run_dir: str | Path, cfg: RunConfig) -> list[str]:
                              "give a new or empty directory")
         return []
     try:
-        data = yaml.safe_load(saved.read_text())
+        data = safe_load(saved.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise UsageError(f"run dir {run_dir}: its config.yaml cannot be read ({type(e).__name__}); "
                          "use another --run-dir") from None
@@ -179,6 +180,6 @@ def write_config(run_dir: str | Path, cfg: RunConfig) -> None:
     if not path.exists():
         write_text_atomic(path, cfg.dump())
         return
-    data = yaml.safe_load(path.read_text())
+    data = safe_load(path.read_text())
     if isinstance(data, dict) and config_differences(data, cfg, operational=True):
         write_text_atomic(path, cfg.dump())

@@ -59,10 +59,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from grpo_research.config import load_config, load_yaml
 from grpo_research.errors import ConfigError
+from grpo_research.typed_config import safe_dump, safe_load
 
 # short names of swept keys in run ids; any other key uses its last component
 SHORT_NAMES = {
@@ -140,7 +139,7 @@ class Study:
 # ---------------------------------------------------------------- formatting
 def format_value(value: Any) -> str:
     """A config value as it appears on the command line (YAML flow style, one line)."""
-    text = yaml.safe_dump(value, default_flow_style=True, width=10**6).strip()
+    text = safe_dump(value, default_flow_style=True, width=10**6).strip()
     return text.removesuffix("...").strip()
 
 
@@ -209,7 +208,7 @@ def validate_schema(data: Any, schema: str | Path | dict, where: str) -> None:
     import jsonschema
 
     if not isinstance(schema, dict):
-        schema = yaml.safe_load(Path(schema).read_text())
+        schema = safe_load(Path(schema).read_text())
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from dataclasses import field
@@ -140,7 +141,55 @@ class Refused(yaml.constructor.ConstructorError):
     """YAML that parses but that a config refuses (duplicate key, alias, too deep)."""
 
 
-class StrictLoader(yaml.SafeLoader):
+# YAML 1.2 (core schema) floats. PyYAML implements YAML 1.1, for which a float needs a dot and a
+# signed exponent: `1e-05` (what json.dumps and repr write for 0.00001), `1E5`, `1.5e5` and `-.5`
+# are strings there. Every YAML the project reads goes through NumberLoader (or StrictLoader, built
+# on it), so these are numbers everywhere; `1e5x`, `1e`, `.` and `1.0.0` stay strings.
+YAML12_FLOAT = re.compile(r"""^(?:[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?
+                              |[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$""", re.X)
+
+
+class NumberLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader with YAML 1.2 floats (YAML12_FLOAT) besides YAML 1.1's: the project's
+    one YAML loader (`safe_load`; StrictLoader adds the checks a config file needs)."""
+
+
+class NumberDumper(yaml.SafeDumper):
+    """PyYAML's SafeDumper that knows NumberLoader's floats: a string such as '1e5' is quoted
+    (SafeDumper writes it plain, which NumberLoader would read back as a number)."""
+
+
+for _cls in (NumberLoader, NumberDumper):
+    _cls.add_implicit_resolver("tag:yaml.org,2002:float", YAML12_FLOAT, list("-+0123456789."))
+
+
+def safe_load(text: str) -> Any:
+    """`yaml.safe_load` with YAML 1.2 floats (NumberLoader): the project's reader of YAML text."""
+    return yaml.load(text, Loader=NumberLoader)  # noqa: S506 (NumberLoader is a SafeLoader)
+
+
+def safe_dump(data: Any, **kwargs: Any) -> str:
+    """`yaml.safe_dump` whose output `safe_load` reads back unchanged (NumberDumper)."""
+    return yaml.dump(data, Dumper=NumberDumper, **kwargs)
+
+
+def yaml11_string_float(text: str) -> bool:
+    """Whether `text` is a float to YAML 1.2 that YAML 1.1 reads as a string (`1e-05`, `1E5`), as
+    a config read by another YAML 1.1 reader (Snakemake's) holds it."""
+    return bool(YAML12_FLOAT.match(text)) and isinstance(yaml.load(text, Loader=yaml.SafeLoader), str)  # noqa: S506
+
+
+def yaml12_scalar(text: str) -> Any:
+    """A plain YAML scalar as YAML 1.2 floats and PyYAML's ints, booleans and null read it;
+    text that is not one such scalar comes back unchanged (`1e-05` -> 1e-05, `x=1` -> 'x=1')."""
+    try:
+        value = safe_load(text) if text.strip() else None
+    except (yaml.YAMLError, RecursionError):
+        return text
+    return value if value is None or isinstance(value, (bool, int, float)) else text
+
+
+class StrictLoader(NumberLoader):
     """SafeLoader that refuses duplicate keys (the later one would silently win) and aliases
     (`*name`: no config needs them, and nested aliases expand exponentially: a "billion laughs")."""
 

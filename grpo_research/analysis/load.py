@@ -11,6 +11,7 @@ import yaml
 
 from grpo_research.errors import UsageError
 from grpo_research.tracking import read_metrics
+from grpo_research.typed_config import safe_load
 
 SEED_SUFFIX = re.compile(r"-seed(-?\d+)$")
 
@@ -62,7 +63,7 @@ def load_run(path: str | Path) -> Run:
         rows = read_metrics(metrics, missing_ok=True, skip_bad_lines=not finished)
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise _damaged(metrics, " ".join(str(e).split())[:200]) from None
-    config = _read(path / "config.yaml", yaml.safe_load) if (path / "config.yaml").exists() else {}
+    config = _read(path / "config.yaml", safe_load) if (path / "config.yaml").exists() else {}
     summary = _read(path / "summary.json", json.loads) if finished else {}
     for name, value in (("config.yaml", config), ("summary.json", summary)):
         if not isinstance(value, dict):

@@ -8,11 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from grpo_research.errors import UsageError
 from grpo_research.files import write_text_atomic
 from grpo_research.provenance import base_model_environments, environments_markdown, environments_of
+from grpo_research.typed_config import safe_load
 
 
 def base_model_run(runs_dir: Path):
@@ -81,7 +80,7 @@ def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None 
                                         + passk_markdown(passk_summary(passk), settings))
     description = ""
     if study_file and Path(study_file).exists():
-        description = str((yaml.safe_load(Path(study_file).read_text()) or {}).get("description", "")).strip()
+        description = str((safe_load(Path(study_file).read_text()) or {}).get("description", "")).strip()
     best = {}
     for bench, g in final.groupby("benchmark", sort=False):
         r = g.loc[g["mean"].idxmax()]

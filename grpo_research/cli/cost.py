@@ -83,12 +83,11 @@ def summarize(rows: list[dict], policy_params: int) -> dict:
 
 def _worker(config_path: str, model_path: str, run_dir: str, out_path: str) -> int:
     """Run in a fresh process: build the method's trainer and take `train.steps` steps."""
-    import yaml
-
     from grpo_research.trainers import build_trainer
+    from grpo_research.typed_config import safe_load
 
     quiet_libraries()
-    cfg = config_from_dict(yaml.safe_load(Path(config_path).read_text()))
+    cfg = config_from_dict(safe_load(Path(config_path).read_text()))
     trainer = build_trainer(cfg, run_dir, model_path)
     rows = [trainer.train_step() for _ in range(cfg.train.steps)]
     out = summarize(rows, sum(p.numel() for p in trainer.policy.parameters()))

@@ -30,9 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from grpo_research.errors import UsageError
+from grpo_research.typed_config import safe_load
 
 X_AXIS = "samples"
 X_TITLE = "generated samples (completions)"
@@ -100,7 +99,7 @@ def find_study_runs(study: str, runs_root: str | Path = "runs") -> StudyRuns:
             run_dir = cfg_file.parent
             if ".stale-" in run_dir.name or not (run_dir / "metrics.jsonl").exists():
                 continue
-            configs.append(yaml.safe_load(cfg_file.read_text()) or {})
+            configs.append(safe_load(cfg_file.read_text()) or {})
             run_dirs.append(run_dir)
     if not run_dirs:
         raise UsageError(f"study {study!r} has no runs under {', '.join(map(str, dirs))} "
