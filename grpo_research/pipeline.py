@@ -31,25 +31,61 @@ def _marked_default(path: Path) -> bool:
     """Whether a study file says `default: true`, read leniently (for a file that fails checks)."""
     import yaml
 
+    from grpo_research.typed_config import safe_load
+
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         return False
     return isinstance(data, dict) and data.get("default") is True
 
 
-def coerce_command_line(config: dict[str, Any]) -> dict[str, Any]:
-    """`--config seeds='[4, 5]'` arrives as ['4', '5'] (Snakemake reads a list's items as
-    strings): integer strings of `seeds` become integers, before the schema checks the config."""
-    seeds = config.get("seeds")
-    if isinstance(seeds, list):
-        config["seeds"] = [int(x) if isinstance(x, str) and re.fullmatch(r"[+-]?\d+", x.strip()) else x
-                           for x in seeds]
+def coerce_config(config: dict[str, Any], command_line: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Snakemake's `config` as the project's YAML loader (grpo_research.typed_config.safe_load)
+    reads it, before the schema checks it. Snakemake reads config files with YAML 1.1, for which
+    `1e-05` is a string: every string of the config that is a YAML 1.2 float becomes that float.
+    `--config key=VALUE` (Snakemake's `command_line` = workflow.config_settings.overwrite_config)
+    reads the items of a list or mapping VALUE as strings (`seeds='[4, 5]'` gives ['4', '5']):
+    each such string is read again as a YAML scalar, so numbers, booleans and null are what they say."""
+    from grpo_research.typed_config import yaml11_string_float, yaml12_scalar
+
+    def floats(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: floats(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [floats(v) for v in value]
+        return float(value) if isinstance(value, str) and yaml11_string_float(value) else value
+
+    def scalars(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: scalars(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [scalars(v) for v in value]
+        return yaml12_scalar(value) if isinstance(value, str) else value
+
+    def overlay(target: dict, given: dict) -> None:
+        for key, value in given.items():
+            if isinstance(value, dict) and isinstance(target.get(key), dict):
+                overlay(target[key], value)
+            else:
+                target[key] = scalars(value)
+
+    config.update(floats(config))
+    overlay(config, dict(command_line or {}))
     return config
 
 
 class PipelineError(Exception):
     """A workflow config, study or target that cannot be planned; the message says why."""
+
+
+class MissingModelPackage(PipelineError):
+    """A study's or search's model is an optional packaged model (grpo_research.models.real) whose
+    package is not installed; the message names it and its install command (`reason`: that alone)."""
+
+    def __init__(self, where: str, reason: str):
+        super().__init__(f"{where}: {reason}")
+        self.reason = reason
 
 
 def q(items: Iterable[Any]) -> str:
@@ -126,6 +162,7 @@ class Pipeline:
         self._raw: dict[str, dict] = {}
         self._expanded: dict[str, S.Study] = {}
         self._checked_benchmarks: set[tuple] = set()
+        self._skipped: set[str] = set()  # studies every_study left out (named once)
 
     # ------------------------------------------------------------ studies
     def raw_study(self, name: str) -> dict:
@@ -152,7 +189,7 @@ class Pipeline:
         if name not in self._expanded:
             raw = self.raw_study(name)
             try:
-                self._expanded[name] = S.expand_study(
+                expanded = S.expand_study(
                     raw, name, path=self.study_files[name], model_path=self.model_path(raw.get("model", "tiny-arith")),
                     run_overrides=self.config.get("run_overrides") or [], tracking=self.config["tracking"],
                     threads=self.resources["train"]["threads"], only_methods=self.config.get("only_methods") or None,
@@ -162,11 +199,27 @@ class Pipeline:
                 raise PipelineError(f"study {name!r}: {e}") from None
             where = f"study {name!r} ({self.study_files[name]})"
             self.check_model(raw.get("model", "tiny-arith"), f"{where}: model")
-            expanded = self._expanded[name]
             task = load_config(None, expanded.runs[0].overrides).task if expanded.runs else None
             for bench, opts in expanded.benchmarks.items():
                 self.check_benchmark(bench, opts, f"{where}: benchmarks.{bench}", task)
+            self._expanded[name] = expanded  # only once checked: a second call fails as the first did
         return self._expanded[name]
+
+    def every_study(self) -> list[str]:
+        """The studies of `all_studies`: every study file, but those whose model is an optional
+        packaged model that is not installed (each named once on stderr, with what to install)."""
+        out = []
+        for name in self.study_files:
+            try:
+                self.study(name)
+            except MissingModelPackage as e:
+                if name not in self._skipped:
+                    self._skipped.add(name)
+                    print(f"warning: all_studies skips study {name!r} ({self.study_files[name]}): {e.reason}",
+                          file=sys.stderr)
+                continue
+            out.append(name)
+        return out
 
     # ------------------------------------------------------------ inputs, checked while planning
     def check_model(self, model: str, where: str) -> None:
@@ -180,7 +233,7 @@ class Pipeline:
             try:
                 gguf_file(model)  # installed? (names the package otherwise)
             except ConfigError as e:
-                raise PipelineError(f"{where}: {e}") from None
+                raise MissingModelPackage(where, str(e)) from None
             return
         from grpo_research.model_source import check_model_source
 

@@ -39,6 +39,7 @@ report_path = P.report_path
 base_inputs = P.base_inputs
 study = planned(P.study)
 default_studies = planned(P.default_studies)
+every_study = planned(P.every_study)
 selected_studies = planned(P.selected_studies)
 search_model = P.search_model
 atlas_studies = planned(P.atlas_studies)
