@@ -240,6 +240,39 @@ def test_an_unreachable_storage_is_one_line_and_exit_2(tmp_path, url, needle):
     assert "secret" not in proc.stderr
 
 
+def test_an_sqlite_storage_in_a_read_only_directory_is_one_line():
+    """The lock file beside the database cannot be created: one line naming the storage, exit 2
+    (was a traceback). As root, whom permissions do not stop, the search runs as `nobody`."""
+    import shutil
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    as_root = os.geteuid() == 0
+    if as_root and shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: a read-only directory cannot be made")
+    base = Path(tempfile.mkdtemp(prefix="hpo-ro-"))  # not under pytest's tmp dir (mode 700): `nobody` reaches it
+    read_only = base / "ro"
+    read_only.mkdir()
+    try:
+        base.chmod(0o777)
+        read_only.chmod(0o555)
+        url = f"sqlite:///{read_only}/optuna.db"
+        cmd = [sys.executable, "-m", "grpo_research.cli", "hpo", "search", "--name", "t", "--method", "grpo",
+               "--out", str(base / "out"), "--n-trials", "1", "--budget-samples", "16", "--storage", url]
+        if as_root:
+            cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=base,
+                              env={**os.environ, "HOME": str(base)})
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert proc.stderr.startswith(f"error: --storage {url}: cannot write {read_only}/optuna.db.lock "
+                                      "(permission denied)"), proc.stderr
+        assert list(read_only.iterdir()) == []
+    finally:
+        read_only.chmod(0o755)
+        shutil.rmtree(base)
+
+
 def _open_at_once(url: str, workers: int = 6) -> list[str]:
     """The errors of `workers` threads opening one storage at the same moment."""
     barrier, errors = threading.Barrier(workers), []

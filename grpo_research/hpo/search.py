@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from grpo_research.config import load_config
 from grpo_research.errors import ConfigError, UsageError
 from grpo_research.files import write_text_atomic
 from grpo_research.studies import budget_overrides, format_value, override
 from grpo_research.tracking import read_metrics_since
+from grpo_research.typed_config import safe_dump
 
 METRIC = "eval/accuracy"
 # The defaults of a search, stated once: here and in SearchSpec's fields. The command line
@@ -198,6 +197,10 @@ def make_storage(url: str, heartbeat_interval: int = 60, grace_period: int = 180
     except (sqlalchemy.exc.SQLAlchemyError, ImportError) as e:
         reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
         raise UsageError(f"--storage {shown}: cannot open the Optuna storage ({reason})") from None
+    except OSError as e:  # an SQLite file's lock file (beside it): a read-only or full directory, say
+        reason = (e.strerror or str(e)).lower()
+        raise UsageError(f"--storage {shown}: cannot write {e.filename or 'beside the database file'} ({reason}); "
+                         "give a storage in a writable directory") from None
 
 
 SCHEMA_LOCK_KEY = 0x6772706F  # pg_advisory_lock key of Optuna's schema creation ("grpo")
@@ -445,7 +448,7 @@ def export_study(spec: SearchSpec, log=None) -> dict[str, Path]:
     header = (f"# Best trial {best.number} of Optuna study {spec.name!r}: {METRIC} = {best.value:.4f} after "
               f"{best.user_attrs.get('samples', spec.budget_samples)} generated samples (seed {spec.train_seed}).\n"
               f"# {len(finished(study))} finished trials. Use: grpo-research train --config best.yaml --run-dir DIR\n")
-    write_text_atomic(paths["best"], header + yaml.safe_dump(best_config(study, spec.method), sort_keys=False))
+    write_text_atomic(paths["best"], header + safe_dump(best_config(study, spec.method), sort_keys=False))
     from grpo_research.hpo.plots import save_study_plots
 
     paths.update(save_study_plots(study, out / "plots", title=spec.name))
