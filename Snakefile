@@ -3,7 +3,7 @@
 #
 #   snakemake --cores all ablations             # the default studies (ppo_vs_grpo), offline
 #   snakemake --cores all study_beta            # one study by name (any experiments/<name>.yaml)
-#   snakemake --cores all all_studies           # every study
+#   snakemake --cores all all_studies           # every study (one whose optional model package is missing: skipped, named)
 #   snakemake --cores all hpo                   # Optuna searches + best-vs-default reruns
 #   snakemake --cores all atlas                 # every study the claims need + the replication atlas
 #   snakemake --cores all report --config studies='[beta, temperature]'   # reports + index
