@@ -7,10 +7,18 @@ Each attack of tests/reward_hacks.py (`--attacks all` for every one) is written 
 completion of every problem (or the first N) of HumanEval, MBPP and MBPP sanitized; the gold
 solutions are graded in the same run as the control.  Prints one row per attack and benchmark
 with the number passed; every attack should pass 0 and the gold solutions all.
+
+    .venv/bin/python benchmarks/reward_hacks.py --honest rows.json      # honest completions' grades
+    .venv/bin/python benchmarks/reward_hacks.py --compare a.json b.json  # rows that differ
+
+`--honest` grades the gold solutions and the gold solutions with one operator mutated (honest but
+often wrong) and writes every row's grade, so that two graders (e.g. this script run from a
+`git worktree` of an older commit with PYTHONPATH pointing at it) can be compared row for row.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -36,12 +44,41 @@ def completion(attack: str, bench: str, entry: str | None) -> str:
     return "```python\n" + code + "\n```" if bench == "humaneval" else code
 
 
+def honest(out: Path, workers: int) -> int:
+    rows = {}
+    for bench in ("humaneval", "mbpp", "mbpp_sanitized"):
+        task = get_task(bench, workers=workers)
+        problems = task.heldout_problems()
+        mutated = []
+        for p in problems:
+            s = p.solution
+            for a, b in ((" + ", " - "), (" < ", " <= "), (" == ", " != "), ("return ", "return not ")):
+                if a in s:
+                    s = s.replace(a, b, 1)
+                    break
+            mutated.append(s)
+        grades = task.grade_many(problems * 2, [p.solution for p in problems] + mutated, [True] * 2 * len(problems))
+        rows[bench] = [bool(g.correct) for g in grades]
+        n = len(problems)
+        print(f"{bench}: gold {sum(rows[bench][:n])}/{n}, mutated {sum(rows[bench][n:])}/{n}", flush=True)
+    out.write_text(json.dumps(rows))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--attacks", default=",".join(DEFAULT))
     ap.add_argument("--limit", type=int, default=None, help="first N problems of each benchmark")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--honest", metavar="OUT", help="write the grades of honest completions to OUT")
+    ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="rows whose grade differs")
     args = ap.parse_args()
+    if args.compare:
+        a, b = (json.loads(Path(p).read_text()) for p in args.compare)
+        for bench in a:
+            diff = sum(x != y for x, y in zip(a[bench], b[bench]))
+            print(f"{bench}: {len(a[bench])} rows, {diff} differ")
+        return 0
     names = list(ATTACKS) + list(RAW_ATTACKS) if args.attacks == "all" else args.attacks.split(",")
     unknown = [n for n in names if n not in ATTACKS and n not in RAW_ATTACKS]
     if unknown:
@@ -52,6 +89,8 @@ def main() -> int:
         print("error: set GRPO_RESEARCH_BENCHMARKS to the folder of the real benchmark files", file=sys.stderr)
         return 2
     print(f"isolation: {available_isolation()}")
+    if args.honest:
+        return honest(Path(args.honest), args.workers)
     print(f"{'benchmark':<15} {'completion':<32} {'passed':>8} {'of':>5}  seconds")
     for bench in ("humaneval", "mbpp", "mbpp_sanitized"):
         task = get_task(bench, workers=args.workers)
