@@ -361,7 +361,9 @@ class RunConfig:
         return dataclasses.asdict(self)
 
     def dump(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+        from grpo_research.typed_config import safe_dump  # quotes strings such as '1e5'
+
+        return safe_dump(self.to_dict(), sort_keys=False)
 
 
 # ---------------------------------------------------------------- loading and validation

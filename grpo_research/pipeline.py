@@ -252,6 +252,7 @@ class Pipeline:
         `run_task` (the runs' `task` config) builds the runs' own task when the benchmark is it
         and no `data` is given, as `eval` does."""
         from grpo_research.tasks import TASKS, build_task, get_task
+        from grpo_research.tasks.base import TooFewProblems, heldout_or_refuse
         from grpo_research.tasks.loading import DataError
 
         opts = opts or {}
@@ -279,7 +280,10 @@ class Pipeline:
                 task = build_task(run_task)
             else:
                 task = get_task(name, **({"data_path": opts["data"]} if opts.get("data") else {}))
-            n = len(task.heldout_problems())
+            if opts.get("n"):  # the split's own limit (arith's level 3 holds 49,998, its default 2,000)
+                heldout_or_refuse(task, int(opts["n"]), f"n {opts['n']}")
+        except TooFewProblems as e:
+            raise PipelineError(f"{where}: {e}") from None
         except DataError as e:
             if "cannot load dataset" in str(e) and not offline:
                 return  # a hub dataset not cached yet: its job downloads it (not checkable offline)
@@ -292,8 +296,6 @@ class Pipeline:
                 os.environ.pop("HF_DATASETS_OFFLINE", None)
             else:
                 os.environ["HF_DATASETS_OFFLINE"] = saved
-        if opts.get("n") and opts["n"] > n:
-            raise PipelineError(f"{where}: n {opts['n']} but the benchmark has {n} held-out problems")
         self._checked_benchmarks.add(key)
 
     def default_studies(self) -> list[str]:

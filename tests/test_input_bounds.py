@@ -202,7 +202,8 @@ def _cut(tmp_path: Path, kind: str) -> Path:
 
 
 @pytest.mark.parametrize("overrides, needle", [
-    (["task.eval_level=2"], "error: arith (eval_level 2) has only 503 held-out problems, asked for 1000"),
+    (["task.eval_level=2"], "error: train.eval_size=1000: arith (eval_level 2) has only 503 held-out problems"),
+    (["train.eval_size=50000"], "error: train.eval_size=50000: arith (eval_level 3) has only 49998 held-out problems"),
     (["task.name=gsm8k", "task.data_path={cut.jsonl}"], "cut.jsonl, line 21: invalid JSON (Unterminated string"),
     (["task.name=gsm8k", "task.data_path={cut.jsonl.gz}"], "cut.jsonl.gz: cannot read (Compressed file ended"),
     (["task.name=gsm8k", "task.data_path={empty.jsonl}"], "empty.jsonl: no records (an empty data file)"),
@@ -217,6 +218,7 @@ def test_train_with_an_impossible_task_is_one_line_and_leaves_nothing(overrides,
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and needle in err[0] and "Traceback" not in err[0], err
     assert not run.exists()
+    assert not any((tmp_path / "cache").rglob("*.safetensors"))  # refused before a base model was built
 
 
 # ---------------------------------------------------------------- data files: no records, one id twice

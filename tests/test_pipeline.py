@@ -242,7 +242,7 @@ def _study(tmp_path, name="s", **changes):
     ({"benchmarks": {"gsm8k": {"data": "/nonexistent/gsm8k.jsonl"}}}, "benchmarks.gsm8k: /nonexistent/gsm8k.jsonl: no such file"),
     ({"benchmarks": {"arith": {"samples": 4}}}, "samples 4 needs a temperature"),
     ({"benchmarks": {"arith": {"temperature": 0.7}}}, "temperature applies only with samples > 1"),
-    ({"benchmarks": {"arith": {"n": 10 ** 6}}}, "n 1000000 but the benchmark has"),
+    ({"benchmarks": {"arith": {"n": 10 ** 6}}}, "n 1000000: arith"),
     ({"model": "tiny-arth"}, "model: 'tiny-arth' is neither a base model of the config (tiny-arith, tiny-toolcall) nor a directory"),
     ({"model": "./no/such/dir"}, "model.name_or_path=./no/such/dir: no such directory"),
 ])

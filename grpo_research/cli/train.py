@@ -97,6 +97,11 @@ def _train(args: argparse.Namespace, early: EarlyStop) -> int:
     builds = cfg.model.name_or_path == "tiny" or cfg.model.name_or_path in PACKAGED_MODELS  # into model_cache
     if builds:
         check_model_cache(model_cache)  # before the run dir is made
+    from grpo_research.tasks import build_task
+    from grpo_research.tasks.base import heldout_or_refuse
+
+    # before a base model is built (minutes): more held-out problems than the split holds
+    heldout_or_refuse(build_task(cfg.task), cfg.train.eval_size, f"train.eval_size={cfg.train.eval_size}")
     launcher.record_pid()
     dp, _ = distributed.setup(resolve_device(cfg.model.device))  # world 1 unless torchrun started us
     # one process trains a run dir at a time: held (by rank 0, for all ranks) from before the run
