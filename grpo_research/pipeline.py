@@ -176,24 +176,47 @@ class Pipeline:
                 raise PipelineError(f"study file invalid: {e}") from None
         return self._raw[name]
 
-    def model_path(self, model: str) -> str:
+    def model_path(self, model: str, base: int = 0) -> str:
         """`model` of a study or search: a base model of `base_models` (built by build_base_model
-        into <runs>/_base/<name>) or a hub name / checkpoint dir given as is."""
-        return f"{self.runs}/_base/{model}" if model in self.config["base_models"] else model
+        into <runs>/_base/<name>, or <runs>/_base/<name>-base<b> for base seed b != 0) or a hub
+        name / checkpoint dir given as is."""
+        if model in self.config["base_models"]:
+            return f"{self.runs}/_base/{model}{S.base_suffix(base)}"
+        return model
 
-    def base_inputs(self, model: str) -> list[str]:
-        return [f"{self.runs}/_base/{model}/base_info.json"] if model in self.config["base_models"] else []
+    def base_inputs(self, model: str, base: int = 0) -> list[str]:
+        return [f"{self.model_path(model, base)}/base_info.json"] if model in self.config["base_models"] else []
+
+    def base_model_overrides(self, name: str) -> list[str]:
+        """`grpo-research sft` overrides of the base model dir `name` of build_base_model:
+        `<model>` (its base_models entry) or `<model>-base<b>` (the same, with base.seed=b)."""
+        m = re.fullmatch(r"(?P<model>.+?)(?:-base(?P<base>\d+))?", name)
+        model, base = (name, 0) if name in self.config["base_models"] else (m["model"], int(m["base"] or 0))
+        if model not in self.config["base_models"]:
+            raise PipelineError(f"no base model {model!r} in base_models ({', '.join(self.config['base_models'])})")
+        extra = [S.override("base.seed", base)] if base else []
+        return [*(self.config["base_models"][model].get("overrides") or []), *extra]
+
+    def study_base_seeds(self, raw: dict) -> list[int] | None:
+        """The base seeds of a study: `--config base_seeds` for a study whose base model the pipeline
+        builds (other models have only their one base), else the study's own."""
+        given = self.config.get("base_seeds") or None
+        return given if given and raw.get("model", "tiny-arith") in self.config["base_models"] else None
 
     def study(self, name: str) -> S.Study:
         """The expanded study (grpo_research.studies.Study)."""
         if name not in self._expanded:
             raw = self.raw_study(name)
+            model = raw.get("model", "tiny-arith")
+            base_seeds = self.study_base_seeds(raw) or raw.get("base_seeds") or [0]
+            built = model in self.config["base_models"]
             try:
                 expanded = S.expand_study(
-                    raw, name, path=self.study_files[name], model_path=self.model_path(raw.get("model", "tiny-arith")),
+                    raw, name, path=self.study_files[name], model_path=self.model_path(model),
+                    base_paths={b: self.model_path(model, b) for b in base_seeds} if built else None,
                     run_overrides=self.config.get("run_overrides") or [], tracking=self.config["tracking"],
                     threads=self.resources["train"]["threads"], only_methods=self.config.get("only_methods") or None,
-                    seeds=self.config.get("seeds") or None,
+                    seeds=self.config.get("seeds") or None, base_seeds=self.study_base_seeds(raw),
                 )
             except S.StudyError as e:
                 raise PipelineError(f"study {name!r}: {e}") from None
@@ -514,16 +537,17 @@ class Pipeline:
         study = None if self.search_of(name) is not None else self.study(name)
         for run_id in self.study_runs(name):
             out.append(f"{self.runs}/{name}/{run_id}/summary.json")
-            if study is None or S.seed_of(run_id) in study.benchmark_seeds:
+            if study is None or S.seed_of(run_id) in study.benchmark_seeds:  # on every base
                 out += [f"{self.runs}/{name}/{run_id}/eval/{b}.json" for b in benchmarks]
         if study is not None and study.benchmark_base:
-            out += [self.base_eval_path(name, b) for b in benchmarks]
+            out += [self.base_eval_path(name, b, base) for base in study.base_seeds for b in benchmarks]
         return out
 
-    def base_eval_path(self, name: str, benchmark: str) -> str:
-        return f"{self.runs}/{name}/{S.BASE_EVAL_DIR}/eval/{benchmark}.json"
+    def base_eval_path(self, name: str, benchmark: str, base: int = 0) -> str:
+        """<runs>/<study>/_base_model[-base<b>]/eval/<benchmark>.json: base model b's evaluation."""
+        return f"{self.runs}/{name}/{S.BASE_EVAL_DIR}{S.base_suffix(base)}/eval/{benchmark}.json"
 
-    def base_eval_args(self, name: str, benchmark: str) -> list[Any]:
+    def base_eval_args(self, name: str, benchmark: str, base: int = 0) -> list[Any]:
         """`grpo-research eval` of a study's base model on a benchmark, posed as its runs pose
         their prompts (the first run's task.prompt_format, system prompt and examples) and, unless
         the benchmark sets max_new_tokens, generating as long as its runs' evaluations do (the
@@ -533,14 +557,21 @@ class Pipeline:
             raise PipelineError(f"study {name!r} does not evaluate its base model (benchmark_base: false)")
         cfg = load_config(None, study.runs[0].overrides)
         t = cfg.task
-        model = self.model_path(study.model)
+        if base not in study.base_seeds:
+            raise PipelineError(f"study {name!r} has no base seed {base} (base_seeds {study.base_seeds})")
+        model = self.model_path(study.model, base)
         own = (self.study_benchmarks(name).get(benchmark) or {}).get("max_new_tokens") is not None
         length = [] if own else ["--max-new-tokens", cfg.rollout.max_new_tokens]
         return ["--checkpoint", model, "--prompt-format", t.prompt_format, "--system-prompt", t.system_prompt,
                 "--few-shot", t.few_shot, *length, *self.entry_args(name, benchmark)]
 
-    def base_eval_inputs(self, name: str) -> list[str]:
-        return self.base_inputs(self.study(name).model)
+    def base_eval_inputs(self, name: str, base: int = 0) -> list[str]:
+        return self.base_inputs(self.study(name).model, base)
+
+    def run_base_inputs(self, study_name: str, run_id: str) -> list[str]:
+        """The base model a run of a study trains from (its base seed's)."""
+        spec = self.study(study_name).run(run_id)
+        return self.base_inputs(spec.model, spec.base)
 
     def report_args(self, name: str) -> list[Any]:
         """Arguments of `grpo-research report study` for a study."""

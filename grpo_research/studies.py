@@ -5,7 +5,14 @@ A study (`experiments/<name>.yaml`, schema `workflow/schemas/study.schema.yaml`)
 - `methods`: method entries, each a method name (`grpo`) or a mapping
   `{method: ppo, name: ..., set: {ppo.lam: 0.95}, grid: {key: [values]}}`;
 - `grid`: config keys with lists of values, crossed with every method entry;
-- `seeds`: the RL seeds (each run's `seed`; the base model is shared);
+- `seeds`: the RL seeds (each run's `seed`), nested in the base models of `base_seeds`;
+- `base_seeds` (default `[0]`): the base models every arm runs on, a replicated random factor:
+  base b is the study's base model built with `base.seed=b` (its own initialisation and data
+  order) into `<runs>/_base/<model>` for b = 0 and `<runs>/_base/<model>-base<b>` otherwise,
+  shared by every study that asks for it. Runs pair by (base, seed). Only a base model the
+  pipeline builds (`base_models` of the workflow config) has base seeds;
+- `compare` (optional): the study's primary comparisons, pairs of its variants
+  `[[grpo, ppo-lam0.95], ...]`, fixed before its runs; its report opens with them;
 - `budget_samples`: generated completions per run, the same for every run, converted per run
   to `train.steps = budget_samples / (rollout.prompts_per_step x algo.group_size)` from the
   run's resolved config (method presets included), so G sweeps compare at equal samples;
@@ -31,8 +38,9 @@ A study (`experiments/<name>.yaml`, schema `workflow/schemas/study.schema.yaml`)
   `<runs>/<study>/_base_model/eval/` (the report lists it as the row `base model`).
 
 A run id names the method entry (its `name`, else the method), every swept or `set` value with
-a short key name, and the seed: `ppo-lam0.95-seed1`, `grpo-G8-seed2`, `grpo-beta0.04-seed3`.
-The variant of a run is its id without `-seed<N>`; analysis groups seeds by variant.
+a short key name, the base (other than 0) and the seed: `ppo-lam0.95-seed1`, `grpo-G8-seed2`,
+`grpo-beta0.04-base3-seed1`. The variant of a run is its id without `[-base<b>]-seed<N>`;
+analysis groups runs by variant and pairs them by (base, seed).
 
 Every run's config is resolved and validated here (`load_config`), so a misspelled config key
 or an out-of-range value in a study stops the pipeline while it plans, before any job runs.
@@ -77,7 +85,7 @@ SHORT_NAMES = {
     "optim.lr": "lr",
     "critic.lr": "vlr",
 }
-SEED_SUFFIX = re.compile(r"-seed(-?\d+)$")
+SEED_SUFFIX = re.compile(r"(?:-base(\d+))?-seed(-?\d+)$")  # group 1: the base (absent: 0), 2: the seed
 CONTROL_METHOD = "sft_control"
 WALL_BUDGET_FILE = "wall_budget.json"  # written into an equal-wall-time control's run dir
 BASE_EVAL_DIR = "_base_model"  # <runs>/<study>/_base_model/eval/<benchmark>.json: the base model's evaluations
@@ -104,6 +112,7 @@ class RunSpec:
     samples_per_step: int
     model: str  # the study's `model` entry (base model name or hub name / path)
     tags: list[str] = field(default_factory=list)
+    base: int = 0  # the base seed: the run trains from base model `base` of the study's model
     # equal-wall-time control: trains as long as the longest of these runs (same study) trained,
     # at the seconds per step its equal-samples twin `wall_probe` measured (see `train-wall`)
     wall_match: list[str] = field(default_factory=list)
@@ -124,6 +133,8 @@ class Study:
     raw: dict[str, Any]
     benchmark_seeds: list[int] = field(default_factory=list)  # runs of these seeds are evaluated on `benchmarks`
     benchmark_base: bool = False  # the base model is evaluated on `benchmarks` too
+    base_seeds: list[int] = field(default_factory=lambda: [0])  # every arm runs on each of these bases
+    compare: list[list[str]] = field(default_factory=list)  # the primary comparisons (pairs of variants)
 
     def run(self, run_id: str) -> RunSpec:
         for r in self.runs:
@@ -172,13 +183,30 @@ def short_names(keys: list[str]) -> dict[str, str]:
 
 
 def variant_of(run_id: str) -> str:
-    """`ppo-lam0.95-seed1` -> `ppo-lam0.95`."""
+    """`ppo-lam0.95-seed1` -> `ppo-lam0.95`; `grpo-base2-seed1` -> `grpo`."""
     return SEED_SUFFIX.sub("", run_id)
 
 
 def seed_of(run_id: str) -> int | None:
     m = SEED_SUFFIX.search(run_id)
-    return int(m.group(1)) if m else None
+    return int(m.group(2)) if m else None
+
+
+def base_of(run_id: str) -> int:
+    """The base seed of a run id (0 when the id names none: `grpo-seed1`)."""
+    m = SEED_SUFFIX.search(run_id)
+    return int(m.group(1)) if m and m.group(1) is not None else 0
+
+
+def run_id_of(variant: str, base: int, seed: int) -> str:
+    """`grpo`, 0, 1 -> `grpo-seed1` (base 0 keeps the ids of studies before base seeds);
+    `grpo`, 2, 1 -> `grpo-base2-seed1`."""
+    return f"{variant}-seed{seed}" if base == 0 else f"{variant}-base{base}-seed{seed}"
+
+
+def base_suffix(base: int) -> str:
+    """What base b adds to the name of its base model dir (and base-model evaluation dir)."""
+    return "" if base == 0 else f"-base{base}"
 
 
 # ---------------------------------------------------------------- loading
@@ -245,18 +273,23 @@ def expand_study(
     *,
     path: str | Path | None = None,
     model_path: str | None = None,
+    base_paths: dict[int, str] | None = None,
     run_overrides: list[str] | None = None,
     tracking: dict[str, Any] | None = None,
     threads: int | None = None,
     only_methods: list[str] | None = None,
     seeds: list[int] | None = None,
+    base_seeds: list[int] | None = None,
 ) -> Study:
     """Expand a parsed study into runs, resolving and validating each run's config.
 
     `model_path` is the `model.name_or_path` given to every run (the built base model's dir);
     `run_overrides` (workflow config) apply over the study's `overrides` and under swept
     values; `tracking` sets `tracking.wandb` / `tracking.project`; `only_methods` keeps only
-    those methods (e.g. while one is not registered yet); `seeds` replaces the study's seeds.
+    those methods (e.g. while one is not registered yet); `seeds` replaces the study's seeds,
+    `base_seeds` its base seeds; `base_paths` maps each base seed to the `model.name_or_path` of
+    its runs (the pipeline's `<runs>/_base/<model>[-base<b>]`; without it every base uses
+    `model_path`, which only base 0 may).
     """
     where = str(path or name)
     if not STUDY_NAME.match(name) or name.startswith("hpo-"):
@@ -267,6 +300,15 @@ def expand_study(
     seed_list = list(seeds if seeds is not None else raw.get("seeds") or [])
     if not seed_list or len(set(seed_list)) != len(seed_list):
         raise StudyError(f"{where}: seeds must be a non-empty list of distinct integers")
+    base_list = list(base_seeds if base_seeds is not None else raw.get("base_seeds") or [0])
+    if not base_list or len(set(base_list)) != len(base_list) or \
+            not all(isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in base_list):
+        raise StudyError(f"{where}: base_seeds must be a non-empty list of distinct integers >= 0, got {base_list}")
+    if base_list != [0] and base_paths is None:
+        raise StudyError(f"{where}: base_seeds {base_list}: model {raw.get('model', 'tiny-arith')!r} is not a base "
+                         "model the pipeline builds (base_models of the workflow config), so it has no base seeds "
+                         "other than 0; drop base_seeds")
+    paths = {b: (base_paths or {}).get(b, model_path) for b in base_list}
     entries = _method_entries(raw, where)
     if only_methods:
         entries = [e for e in entries if e["method"] in only_methods]
@@ -281,15 +323,15 @@ def expand_study(
     runs: list[RunSpec] = []
     seen: dict[str, str] = {}
 
-    def make_run(method: str, variant: str, seed: int, settings: dict[str, Any], point: dict[str, Any],
-                 **extra: Any) -> RunSpec:
-        run_id = f"{variant}-seed{seed}"
-        if run_id in seen:
+    def make_run(method: str, variant: str, base_seed: int, seed: int, settings: dict[str, Any],
+                 point: dict[str, Any], **extra: Any) -> RunSpec:
+        run_id = run_id_of(variant, base_seed, seed)
+        if run_id in seen or SEED_SUFFIX.sub("", run_id) != variant:
             raise StudyError(f"{where}: two runs would share the id {run_id!r}; give a method entry a 'name'")
         seen[run_id] = run_id
         base = [override("method", method), override("seed", seed)]
-        if model_path is not None:
-            base.append(override("model.name_or_path", model_path))
+        if paths[base_seed] is not None:
+            base.append(override("model.name_or_path", paths[base_seed]))
         base += [override(k, v) for k, v in fixed.items()]
         base += list(run_overrides or [])
         base += [override(k, v) for k, v in settings.items()]
@@ -311,6 +353,8 @@ def expand_study(
         if threads:
             tail.append(override("train.threads", threads))
         tags = [f"{k}={format_value(v)}" for k, v in {**settings, **point}.items()] + list(extra.pop("tags", []))
+        if base_seed != 0:  # base 0's config stays what it was before base seeds (its run dirs still count)
+            tags.append(f"base={base_seed}")
         tail += [override("tracking.group", name), override("tracking.tags", tags),
                  override("tracking.progress", False)]
         for key in ("wandb", "project"):
@@ -323,7 +367,7 @@ def expand_study(
             raise StudyError(f"{where}: run {run_id}: {e}") from None
         return RunSpec(study=name, run_id=run_id, variant=variant, method=method, seed=seed,
                        swept={**settings, **point}, overrides=overrides, steps=steps, samples_per_step=per_step,
-                       model=model, tags=tags, **extra)
+                       model=model, tags=tags, base=base_seed, **extra)
 
     for entry in entries:
         overlap = set(entry["set"]) & (set(entry["grid"]) | set(study_grid)) or set(entry["grid"]) & set(study_grid)
@@ -334,8 +378,9 @@ def expand_study(
             names = short_names(list(swept))
             label = entry["name"] or entry["method"]
             variant = "-".join([id_value(label), *(f"{names[k]}{id_value(v)}" for k, v in swept.items())])
-            for seed in seed_list:
-                runs.append(make_run(entry["method"], variant, seed, entry["set"], point))
+            for b in base_list:
+                for seed in seed_list:
+                    runs.append(make_run(entry["method"], variant, b, seed, entry["set"], point))
 
     # The supervised control (issue: RL gains must be read against it): continued SFT from the
     # same base model, not crossed with the study's grid (it samples nothing), once at the
@@ -346,14 +391,14 @@ def expand_study(
     listed = any(e["method"] == CONTROL_METHOD for e in entries)
     if control and not listed and (not only_methods or CONTROL_METHOD in only_methods):
         rl_runs = list(runs)
-        for seed in seed_list:
-            twin = make_run(CONTROL_METHOD, CONTROL_METHOD, seed, {}, {}, tags=["control=equal_samples"])
+        for b, seed in itertools.product(base_list, seed_list):
+            twin = make_run(CONTROL_METHOD, CONTROL_METHOD, b, seed, {}, {}, tags=["control=equal_samples"])
             runs.append(twin)
             if control == "equal_samples":
                 continue
-            runs.append(make_run(CONTROL_METHOD, f"{CONTROL_METHOD}-wall", seed, {}, {},
+            runs.append(make_run(CONTROL_METHOD, f"{CONTROL_METHOD}-wall", b, seed, {}, {},
                                  tags=["control=equal_wall_time"],
-                                 wall_match=[r.run_id for r in rl_runs if r.seed == seed],
+                                 wall_match=[r.run_id for r in rl_runs if r.seed == seed and r.base == b],
                                  wall_probe=twin.run_id))
     benchmarks = {k: dict(v or {}) for k, v in (raw.get("benchmarks") or {}).items()}
     for entry, opts in benchmarks.items():
@@ -365,11 +410,21 @@ def expand_study(
                              f"{raw.get('seeds')}")
         # seeds replaced from the workflow config: as many of the new seeds, the first ones
         bench_seeds = [s for s in seed_list if s in bench_seeds] or seed_list[:len(bench_seeds)]
+    variants = list(dict.fromkeys(r.variant for r in runs))
+    compare = [list(pair) for pair in raw.get("compare") or []]
+    for i, pair in enumerate(compare):
+        if len(pair) != 2 or pair[0] == pair[1]:
+            raise StudyError(f"{where}: compare[{i}]: {pair} must name two different variants")
+        unknown = [v for v in pair if v not in variants]
+        if unknown and not only_methods:  # only_methods may leave a compared variant out
+            raise StudyError(f"{where}: compare[{i}]: {', '.join(map(repr, unknown))} is not a variant of the "
+                             f"study ({', '.join(variants)})")
+    compare = [p for p in compare if all(v in variants for v in p)]
     return Study(name=name, path=Path(path) if path else None, description=str(raw.get("description", "")).strip(),
                  default=bool(raw.get("default", False)), model=model, budget_samples=budget, seeds=seed_list,
                  benchmarks=benchmarks, runs=runs, raw=raw,
                  benchmark_seeds=list(bench_seeds) if bench_seeds is not None else list(seed_list),
-                 benchmark_base=bool(raw.get("benchmark_base", False)))
+                 benchmark_base=bool(raw.get("benchmark_base", False)), base_seeds=base_list, compare=compare)
 
 
 def benchmark_of(entry: str, opts: dict | None) -> str:

@@ -444,3 +444,47 @@ def test_the_readme_shows_only_config_forms_snakemake_accepts():
     readme = (ROOT / "README.md").read_text()
     assert re.findall(r"--config\s+['\"]?[A-Za-z_]\w*\.[\w.]+=", readme) == []
     assert "--config tracking='{wandb: disabled}'" in readme
+
+
+def test_base_seeds_from_the_command_line_plan_one_build_per_base(tmp_path):
+    """`--config base_seeds='[0, 1]'`: a second base model (base.seed=1) built once, every run of
+    the main study on both bases; base 0's runs keep their ids."""
+    proc, _ = snakemake(tmp_path, "-n", "-p", "ablations", "--config", "base_seeds=[0, 1]")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    j = jobs(out)
+    assert j["build_base_model"] == 2 and j["train_run"] == 70 and j["evaluate_run"] == 70
+    assert "runs/_base/tiny-arith-base1/base_info.json" in out and "runs/ppo_vs_grpo/grpo-base1-seed3/summary.json" in out
+    assert "runs/ppo_vs_grpo/grpo-seed3/summary.json" in out
+    build = [line for line in out.splitlines() if " sft " in line and "tiny-arith-base1" in line]
+    assert build and all("base.seed=1" in line for line in build)
+    train = [line for line in out.splitlines() if "grpo-base1-seed3" in line and "model.name_or_path=" in line]
+    assert train and all("model.name_or_path=runs/_base/tiny-arith-base1" in line for line in train)
+
+
+def test_base_seeds_pipeline_paths_and_the_models_it_does_not_build(tmp_path):
+    studies = _study(tmp_path, seeds=[1, 2], base_seeds=[0, 2], benchmark_base=True, benchmark_seeds=[1])
+    p = pipeline(studies_dir=str(studies))
+    assert p.study_runs("s") == ["grpo-seed1", "grpo-seed2", "grpo-base2-seed1", "grpo-base2-seed2"]
+    assert p.run_base_inputs("s", "grpo-base2-seed1") == ["runs/_base/tiny-arith-base2/base_info.json"]
+    assert p.run_base_inputs("s", "grpo-seed1") == ["runs/_base/tiny-arith/base_info.json"]
+    outs = p.study_outputs("s")
+    assert {"runs/s/_base_model/eval/arith.json", "runs/s/_base_model-base2/eval/arith.json",
+            "runs/s/grpo-base2-seed1/eval/arith.json"} <= set(outs)
+    assert "runs/s/grpo-base2-seed2/eval/arith.json" not in outs  # benchmark_seeds, on every base
+    assert p.base_eval_args("s", "arith", 2)[:2] == ["--checkpoint", "runs/_base/tiny-arith-base2"]
+    assert p.base_eval_inputs("s", 2) == ["runs/_base/tiny-arith-base2/base_info.json"]
+    with pytest.raises(PipelineError, match=r"has no base seed 5 \(base_seeds \[0, 2\]\)"):
+        p.base_eval_args("s", "arith", 5)
+    assert p.base_model_overrides("tiny-arith") == ["task.name=arith"]
+    assert p.base_model_overrides("tiny-arith-base7") == ["task.name=arith", "base.seed=7"]
+    with pytest.raises(PipelineError, match="no base model 'nope' in base_models"):
+        p.base_model_overrides("nope-base1")
+    # the workflow config's base_seeds replace the study's
+    assert pipeline(studies_dir=str(studies), base_seeds=[3]).study_runs("s") == ["grpo-base3-seed1", "grpo-base3-seed2"]
+    # a model the pipeline does not build has one base: base_seeds in its study is one line
+    hub = _study(tmp_path, name="h", model="some-org/some-model", base_seeds=[0, 1])
+    with pytest.raises(PipelineError, match=r"study 'h': .*base_seeds \[0, 1\]: model 'some-org/some-model' is not a "
+                                            r"base model the pipeline builds") as e:
+        pipeline(studies_dir=str(hub)).study("h")
+    assert "\n" not in str(e.value)

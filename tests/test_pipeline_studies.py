@@ -216,3 +216,70 @@ def test_wall_budget_matches_the_longest_run_at_the_probe_speed(tmp_path):
         wall_budget([a], _metrics(tmp_path / "empty", 0.1, 0), evals=6)
     with pytest.raises(StudyError, match="missing"):
         wall_budget([a], tmp_path / "never-ran", evals=6)
+
+
+def test_base_seeds_nest_the_seeds_and_base_0_keeps_todays_runs():
+    """base_seeds: every arm on every base, RL seeds nested in bases, run ids of bases other than
+    0 carry the base, each base's runs train from its own base model dir; base 0 is exactly the
+    study without base_seeds (same ids, same overrides), so its run dirs still count as done."""
+    raw = {"budget_samples": 64, "seeds": [1, 2], "methods": ["grpo", "ppo"], "overrides": {"rollout.prompts_per_step": 2}}
+    paths = {0: "runs/_base/m", 3: "runs/_base/m-base3"}
+    study = expand_study({**raw, "base_seeds": [0, 3]}, "b", model_path="runs/_base/m", base_paths=paths)
+    ids = [r.run_id for r in study.runs]
+    assert ids[:4] == ["grpo-seed1", "grpo-seed2", "grpo-base3-seed1", "grpo-base3-seed2"]
+    assert len(ids) == 2 * 2 * 4 and study.base_seeds == [0, 3]  # (2 methods + 2 controls) x 2 bases x 2 seeds
+    r = study.run("ppo-base3-seed2")
+    assert (r.variant, r.base, r.seed) == ("ppo", 3, 2)
+    cfg = _cfg(r)
+    assert cfg.model.name_or_path == "runs/_base/m-base3" and cfg.seed == 2 and "base=3" in cfg.tracking.tags
+    # the equal-wall-time control of base 3 matches only base 3's runs of its seed
+    assert study.run("sft_control-wall-base3-seed1").wall_match == ["grpo-base3-seed1", "ppo-base3-seed1"]
+    assert study.run("sft_control-wall-base3-seed1").wall_probe == "sft_control-base3-seed1"
+    before = expand_study(raw, "b", model_path="runs/_base/m")
+    assert {x.run_id: x.overrides for x in before.runs} == {x.run_id: x.overrides for x in study.runs if x.base == 0}
+    assert before.base_seeds == [0]
+    # --config base_seeds replaces the study's
+    again = expand_study({**raw, "base_seeds": [0, 3]}, "b", base_paths={5: "p5"}, base_seeds=[5])
+    assert sorted({x.base for x in again.runs}) == [5] and _cfg(again.run("grpo-base5-seed1")).model.name_or_path == "p5"
+
+
+@pytest.mark.parametrize("changes, kwargs, message", [
+    ({"base_seeds": [0, 1]}, {}, r"base_seeds \[0, 1\]: model 'tiny-arith' is not a base model the pipeline builds"),
+    ({"base_seeds": [1, 1]}, {"base_paths": {1: "p"}}, "base_seeds must be a non-empty list of distinct integers >= 0"),
+    ({"base_seeds": [-1]}, {"base_paths": {-1: "p"}}, "base_seeds must be a non-empty list of distinct integers >= 0"),
+    ({"compare": [["grpo", "grpo"]]}, {}, r"compare\[0\]: \['grpo', 'grpo'\] must name two different variants"),
+    ({"compare": [["grpo", "ppo-lam9"]]}, {}, r"compare\[0\]: 'ppo-lam9' is not a variant of the study \(grpo, ppo,"),
+])
+def test_bad_base_seeds_and_compare_are_one_line(changes, kwargs, message):
+    raw = {"budget_samples": 64, "seeds": [1], "methods": ["grpo", "ppo"], **changes}
+    with pytest.raises(StudyError, match=message) as e:
+        expand_study(raw, "b", **kwargs)
+    assert "\n" not in str(e.value)
+
+
+def test_compare_names_the_primary_pairs():
+    raw = {"budget_samples": 64, "seeds": [1], "methods": ["grpo", {"method": "ppo", "set": {"ppo.lam": 0.95}}],
+           "compare": [["grpo", "ppo-lam0.95"]]}
+    assert expand_study(raw, "b").compare == [["grpo", "ppo-lam0.95"]]
+    assert expand_study({**raw, "methods": ["grpo"]}, "b", only_methods=["grpo"]).compare == []
+
+
+def test_run_ids_with_and_without_a_base():
+    from grpo_research.studies import base_of, run_id_of, seed_of
+
+    for variant, base, seed in [("grpo", 0, 1), ("ppo-lam0.95", 2, 3), ("grpo-G8", 11, -1)]:
+        rid = run_id_of(variant, base, seed)
+        assert (variant_of(rid), base_of(rid), seed_of(rid)) == (variant, base, seed)
+    assert run_id_of("grpo", 0, 1) == "grpo-seed1" and run_id_of("grpo", 2, 1) == "grpo-base2-seed1"
+
+
+def test_study_list_and_claims_read_a_study_with_base_seeds(tmp_path, capsys):
+    from grpo_research.cli.study import main
+
+    f = tmp_path / "bs.yaml"
+    f.write_text(yaml.safe_dump({"budget_samples": 64, "seeds": [1], "base_seeds": [0, 2], "methods": ["grpo"],
+                                 "control": False}))
+    assert main(["list", str(f), "--model-path", "runs/_base/m"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[0] for line in lines] == ["grpo-seed1", "grpo-base2-seed1"]
+    assert "model.name_or_path=runs/_base/m-base2 " in lines[1] and "model.name_or_path=runs/_base/m " in lines[0]

@@ -66,7 +66,9 @@ def load_claims(path: str | Path, studies_dir: str | Path | None = None) -> list
                     raise ClaimsError(f"{where}: arms[{j}]: no study {study!r} ({studies_dir / (study + '.yaml')} "
                                       "does not exist); add it, or say what is missing under `needs`")
                 try:
-                    variants[study] = expand_study(load_study_file(file), study, path=file).variants
+                    raw = load_study_file(file)
+                    variants[study] = expand_study(raw, study, path=file, base_paths={
+                        b: None for b in raw.get("base_seeds") or [0]}).variants
                 except StudyError as e:
                     raise ClaimsError(f"{where}: arms[{j}]: {e}") from None
             if variant != BASE_ARM and variant not in variants[study]:

@@ -13,13 +13,13 @@ from grpo_research.errors import UsageError
 from grpo_research.tracking import read_metrics
 from grpo_research.typed_config import safe_load
 
-SEED_SUFFIX = re.compile(r"-seed(-?\d+)$")
+from grpo_research.studies import SEED_SUFFIX, base_of  # `<variant>[-base<b>]-seed<N>`
 
 
 @dataclass
 class Run:
     run_id: str
-    variant: str  # run_id without -seed<N>
+    variant: str  # run_id without [-base<b>]-seed<N>
     seed: int | None
     path: Path
     config: dict[str, Any]
@@ -27,6 +27,17 @@ class Run:
     train: list[dict[str, Any]]  # metrics rows of training steps (those with step_s)
     evals: list[dict[str, Any]]  # metrics rows with eval/accuracy
     benchmarks: dict[str, dict[str, Any]] = field(default_factory=dict)  # eval/<name>.json summaries
+    base: int = 0  # the base seed of the run's base model (grpo_research.studies: base_seeds)
+
+    @property
+    def unit(self) -> tuple[int, int | None]:
+        """What pairs runs of two arms: (base, seed)."""
+        return (self.base, self.seed)
+
+    @property
+    def label(self) -> str:
+        """The unit as the tables write it (`unit_label`)."""
+        return unit_label(self.base, self.seed)
 
     @property
     def method(self) -> str:
@@ -37,6 +48,20 @@ class Run:
         """An equal-wall-time control's budget (wall_budget.json, grpo_research.studies), else None."""
         f = self.path / "wall_budget.json"
         return json.loads(f.read_text()) if f.exists() else None
+
+
+def unit_label(base: int, seed: int | None) -> str:
+    """(base, seed) as a table cell: the seed alone on base 0 (the tables of studies before base
+    seeds), `b<base>s<seed>` on another base, `b<base>` for a base model's own evaluation."""
+    if base == 0:
+        return str(seed)
+    return f"b{base}" if seed is None else f"b{base}s{seed}"
+
+
+def label_base(label: str) -> int:
+    """The base of a `unit_label` cell."""
+    m = re.fullmatch(r"b(\d+)(?:s-?\d+)?", label)
+    return int(m.group(1)) if m else 0
 
 
 def _damaged(f: Path, why: str) -> UsageError:
@@ -74,10 +99,11 @@ def load_run(path: str | Path) -> Run:
             continue
         benchmarks[f.stem] = _read(f, json.loads)
     m = SEED_SUFFIX.search(path.name)
-    seed = int(m.group(1)) if m else config.get("seed")
+    seed = int(m.group(2)) if m else config.get("seed")
     return Run(run_id=path.name, variant=SEED_SUFFIX.sub("", path.name), seed=seed, path=path, config=config,
                summary=summary, train=[r for r in rows if r.get("step_s") is not None],
-               evals=[r for r in rows if r.get("eval/accuracy") is not None], benchmarks=benchmarks)
+               evals=[r for r in rows if r.get("eval/accuracy") is not None], benchmarks=benchmarks,
+               base=base_of(path.name))
 
 
 def load_study_runs(study_dir: str | Path, only_finished: bool = True) -> list[Run]:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from grpo_research.cli.common import Parser, run_command
 from grpo_research.config import load_config
-from grpo_research.studies import (budget_overrides, expand_study, load_study_file, override, prepare_wall_run,
-                                   set_aside_stale_run)
+from grpo_research.studies import (base_suffix, budget_overrides, expand_study, load_study_file, override,
+                                   prepare_wall_run, set_aside_stale_run)
 
 
 def train(argv: list[str]) -> int:
@@ -40,7 +40,9 @@ def cmd_train_wall(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     raw = load_study_file(args.study, args.schema)
-    study = expand_study(raw, Path(args.study).stem, path=args.study, model_path=args.model_path)
+    # base b's runs train from the pipeline's <model>-base<b> beside --model-path (base_seeds)
+    paths = {b: (args.model_path + base_suffix(b) if args.model_path else None) for b in raw.get("base_seeds") or [0]}
+    study = expand_study(raw, Path(args.study).stem, path=args.study, model_path=args.model_path, base_paths=paths)
     for r in study.runs:
         wall = f"\twall-time match of {','.join(r.wall_match)}" if r.wall_match else ""
         print(f"{r.run_id}\tsteps={r.steps}{wall}\t{' '.join(r.overrides)}")

@@ -1,6 +1,7 @@
 # Stage 1: the base model, built once into <runs>/_base/<name>/ (an HF checkpoint dir with
 # base_info.json) and given to every run as model.name_or_path, so parallel runs never race
-# to build it.
+# to build it. <name>-base<b> is base seed b of <name> (a study's `base_seeds`): the same build
+# with base.seed=b, shared by every study that asks for it.
 
 
 rule build_base_model:
@@ -11,11 +12,11 @@ rule build_base_model:
     benchmark:
         f"{BENCH}/build_base_model/{{base}}.tsv"
     wildcard_constraints:
-        base=alternation(config["base_models"]),
+        base=f"(?:{alternation(config['base_models'])})(?:-base[0-9]+)?",
     params:
         cli=CLI,
         out=lambda wc: f"{RUNS}/_base/{wc.base}",
-        overrides=lambda wc: q([*config["base_models"][wc.base].get("overrides", []), "tracking.progress=false"]),
+        overrides=lambda wc: q([*base_model_overrides(wc.base), "tracking.progress=false"]),
     threads: RES["base_model"]["threads"]
     resources:
         mem_mb=RES["base_model"]["mem_mb"],

@@ -45,6 +45,8 @@ search_model = P.search_model
 atlas_studies = planned(P.atlas_studies)
 wall_inputs = planned(P.wall_inputs)
 train_threads = planned(P.train_threads)
+run_base_inputs = planned(P.run_base_inputs)
+base_model_overrides = planned(P.base_model_overrides)
 
 
 @planned
@@ -58,11 +60,16 @@ def eval_args(study_name, benchmark):
 
 
 @planned
-def base_eval_args(study_name, benchmark):
-    return q(P.base_eval_args(study_name, benchmark))
+def base_eval_args(study_name, benchmark, base=0):
+    return q(P.base_eval_args(study_name, benchmark, base))
 
 
 base_eval_inputs = planned(P.base_eval_inputs)
+
+
+def base_of_suffix(suffix):
+    """`-base3` -> 3, `` -> 0 (the {suffix} of _base_model{suffix}: a base seed's evaluations)."""
+    return int(suffix.removeprefix("-base") or 0)
 
 
 @planned

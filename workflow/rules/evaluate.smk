@@ -34,21 +34,23 @@ rule evaluate_run:
 
 rule evaluate_base:
     """A study's base model on its benchmarks (study key `benchmark_base: true`), posed as its
-    runs pose their prompts, into runs/<study>/_base_model/eval/<benchmark>.json."""
+    runs pose their prompts, into runs/<study>/_base_model/eval/<benchmark>.json (base seed b
+    != 0: _base_model-base<b>/)."""
     input:
-        lambda wc: base_eval_inputs(wc.study),
+        lambda wc: base_eval_inputs(wc.study, base_of_suffix(wc.suffix)),
     output:
-        f"{RUNS}/{{study}}/_base_model/eval/{{benchmark}}.json",
+        f"{RUNS}/{{study}}/_base_model{{suffix}}/eval/{{benchmark}}.json",
     log:
-        f"{LOGS}/evaluate_base/{{study}}/{{benchmark}}.log",
+        f"{LOGS}/evaluate_base/{{study}}/{{benchmark}}{{suffix}}.log",
     benchmark:
-        f"{BENCH}/evaluate_base/{{study}}/{{benchmark}}.tsv"
+        f"{BENCH}/evaluate_base/{{study}}/{{benchmark}}{{suffix}}.tsv"
     wildcard_constraints:
         study=alternation(STUDY_FILES),
         benchmark=r"[A-Za-z0-9_]+",
+        suffix=r"(?:-base[0-9]+)?",  # base seed b != 0; empty for base 0
     params:
         cli=CLI,
-        args=lambda wc: base_eval_args(wc.study, wc.benchmark),
+        args=lambda wc: base_eval_args(wc.study, wc.benchmark, base_of_suffix(wc.suffix)),
         batch=config["evaluate"]["batch_size"],
     threads: RES["evaluate"]["threads"]
     resources:

@@ -14,7 +14,7 @@
 
 rule train_run:
     input:
-        base=lambda wc: base_inputs(study(wc.study).model),
+        base=lambda wc: run_base_inputs(wc.study, wc.run_id),
         matched=lambda wc: wall_inputs(wc.study, wc.run_id),
     output:
         f"{RUNS}/{{study}}/{{run_id}}/summary.json",
