@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from grpo_research.analysis.load import Run
-from grpo_research.analysis.stats import N_BOOT, bootstrap_columns, bootstrap_mean_ci, compare_paired, intervals_overlap
+from grpo_research.analysis.load import Run, label_base
+from grpo_research.analysis.stats import (N_BOOT, bootstrap_columns, bootstrap_mean_ci, compare_paired,
+                                          intervals_overlap, nested_summary)
 
 # key -> (title, y-axis label with unit, smoothed)
 CURVES: dict[str, tuple[str, str, bool]] = {
@@ -76,7 +77,7 @@ def by_variant(runs: list[Run], order: list[str] | None = None) -> dict[str, lis
     for r in runs:
         out[r.variant].append(r)
     for v in out:
-        out[v].sort(key=lambda r: (r.seed if r.seed is not None else 0))
+        out[v].sort(key=lambda r: (r.base, r.seed if r.seed is not None else 0))
     return out
 
 
@@ -157,7 +158,7 @@ def final_table(runs: list[Run], order: list[str] | None = None, n_boot: int = N
     benchmarks = sorted({b for r in runs for b in run_scores(r)}, key=lambda b: (last.get(b, 0), b))
     for variant, vruns in groups.items():
         for bench in benchmarks:
-            vals = [(r.seed, run_scores(r).get(bench)) for r in vruns]
+            vals = [(r.label, run_scores(r).get(bench)) for r in vruns]
             vals = [(s, v) for s, v in vals if v is not None]
             if not vals:
                 continue
@@ -191,15 +192,45 @@ def comparisons(final: pd.DataFrame) -> list[dict[str, Any]]:
             per_seed = [_per_seed(r) for r in (hi, lo)]
             common = sorted(set(per_seed[0]) & set(per_seed[1])) if all(r["interval"] == "seeds" for r in (a, b)) else []
             if len(common) >= 2:
-                mean, low, high = compare_paired([per_seed[0][s] for s in common], [per_seed[1][s] for s in common])
-                o.update(paired=True, n=len(common), paired_difference=mean, low=low, high=high,
-                         shown=bool(low > 0 or high < 0))
+                p = paired_difference([per_seed[0][s] for s in common], [per_seed[1][s] for s in common],
+                                      [label_base(s) for s in common])
+                o.update({k: v for k, v in p.items() if k != "mean"}, paired=True, n=len(common),
+                         paired_difference=p["mean"])
             else:
                 why = "one model" if any(r["interval"] != "seeds" for r in (a, b)) else "fewer than 2 common seeds"
                 o.update(paired=False, why=why, n=len(common),
                          shown=not intervals_overlap((a["low"], a["high"]), (b["low"], b["high"])))
             out.append(o)
     return out
+
+
+def paired_difference(a: list[float], b: list[float], bases: list[int]) -> dict[str, Any]:
+    """a - b paired by (base, seed): on two or more bases `stats.nested_summary` (the interval
+    over per-base means, G - 1 df, the between- and within-base SDs, the prediction interval for
+    a new base and `base_dependent`), else `stats.compare_paired` over the seeds of the one base
+    (`nested` False: the interval covers RL seeds only). `shown`: the interval excludes 0."""
+    n_bases = len(set(bases))
+    nan = float("nan")
+    if n_bases >= 2:
+        ns = nested_summary(a, b, bases)
+        out = {"mean": ns["mean"], "low": ns["low"], "high": ns["high"], "nested": True, "n_bases": n_bases,
+               "between_sd": ns["between_sd"], "within_sd": ns["within_sd"], "pred_low": ns["pred_low"],
+               "pred_high": ns["pred_high"], "base_dependent": bool(ns["base_dependent"])}
+    else:
+        mean, low, high = compare_paired(a, b)
+        out = {"mean": mean, "low": low, "high": high, "nested": False, "n_bases": n_bases,
+               "between_sd": nan, "within_sd": float(np.std(np.subtract(a, b), ddof=1)) if len(a) >= 2 else nan,
+               "pred_low": nan, "pred_high": nan, "base_dependent": False}
+    out["shown"] = bool(out["low"] > 0 or out["high"] < 0)
+    return out
+
+
+def difference_verdict(p: dict[str, Any]) -> str:
+    """difference shown / no difference shown / base-dependent (the mean's interval excludes 0
+    while the prediction interval for a new base includes it)."""
+    if p.get("base_dependent"):
+        return "base-dependent"
+    return "difference shown" if p["shown"] else "no difference shown"
 
 
 def _per_seed(row: dict) -> dict[str, float]:
@@ -210,6 +241,14 @@ def _per_seed(row: dict) -> dict[str, float]:
 
 def comparison_sentence(o: dict[str, Any]) -> str:
     """One comparison of `comparisons` in words."""
+    if o["paired"] and o.get("nested"):
+        what = ("the interval excludes 0" if o["shown"] else "the interval includes 0: no difference shown")
+        if o.get("base_dependent"):
+            what += ", but a new base's prediction interval includes 0: base-dependent"
+        return (f"{o['higher']} above {o['lower']} by {100 * o['paired_difference']:.1f} points "
+                f"[{100 * o['low']:+.1f}, {100 * o['high']:+.1f}] (paired by base and seed, {o['n_bases']} bases, "
+                f"n={o['n']}; a new base: [{_pp(o['pred_low'])}, {_pp(o['pred_high'])}], between-base SD "
+                f"{_p1(o['between_sd'])}): {what}")
     if o["paired"]:
         what = ("the interval excludes 0" if o["shown"] else "the interval includes 0: no difference shown")
         return (f"{o['higher']} above {o['lower']} by {100 * o['paired_difference']:.1f} points "
@@ -218,6 +257,14 @@ def comparison_sentence(o: dict[str, Any]) -> str:
             "their intervals overlap, which alone tests no difference")
     return (f"{o['a']} and {o['b']}: not paired by seed ({o['why']}); {what} "
             f"(means differ by {100 * o['difference']:.1f} points)")
+
+
+def _pp(v: float) -> str:
+    return "nan" if v is None or math.isnan(v) else f"{100 * v:+.1f}"
+
+
+def _p1(v: float) -> str:
+    return "nan" if v is None or math.isnan(v) else f"{100 * v:.1f}"
 
 
 def same_numbers(final: pd.DataFrame) -> dict[str, str]:
@@ -294,6 +341,22 @@ def final_markdown(final: pd.DataFrame, n_boot: int = N_BOOT) -> str:
     return "\n".join(lines) + "\n"
 
 
+def pairing_note(nested: bool, one_base: bool) -> str:
+    """How the paired differences of a table were computed, and what their interval covers."""
+    parts = []
+    if nested:
+        parts.append("Differences between variants on two or more base models: the mean over bases of the per-base "
+                     "mean difference, paired by (base, seed), with its 95 % Student-t interval over the per-base "
+                     "means (bases - 1 degrees of freedom: grpo_research.analysis.stats.compare_nested); \"a new "
+                     "base\": the 95 % prediction interval for a new base model's true difference (bases - 2 df); "
+                     "base-dependent: the mean's interval excludes 0 while a new base's includes it.")
+    if one_base:
+        parts.append("Differences between variants on one base model: mean of the per-seed differences with its "
+                     "95 % Student-t interval (grpo_research.analysis.stats.compare_paired) over the seeds both have. "
+                     "One base model: the interval covers RL seeds only.")
+    return " ".join(parts)
+
+
 def overlap_sentences(final: pd.DataFrame) -> list[str]:
     lines = []
     pairs = comparisons(final)
@@ -305,8 +368,8 @@ def overlap_sentences(final: pd.DataFrame) -> list[str]:
         lines += [f"- {comparison_sentence(o)}" for o in mine]
         lines.append("")
     if pairs:
-        lines.append("Differences between variants: mean of the per-seed differences with its 95 % Student-t "
-                     "interval (grpo_research.analysis.stats.compare_paired) over the seeds both have.")
+        lines.append(pairing_note(any(o.get("nested") for o in pairs), any(o["paired"] and not o.get("nested")
+                                                                           for o in pairs)))
         lines.append("")
     return lines
 
@@ -464,22 +527,22 @@ def gains_table(runs: list[Run], order: list[str] | None = None, n_boot: int = N
     - vs_wall: final - the equal-wall-time control's accuracy after as many seconds of training as
       this run trained (same seed; `wall_beyond` counts seeds where the run trained longer than
       the control's last evaluation, compared with that last value)."""
-    controls = {r.seed: r for r in runs if is_control(r) and not is_wall_control(r)}
-    walls = {r.seed: r for r in runs if is_wall_control(r)}
+    controls = {r.unit: r for r in runs if is_control(r) and not is_wall_control(r)}
+    walls = {r.unit: r for r in runs if is_wall_control(r)}
     rows = []
     for variant, vruns in by_variant([r for r in runs if not is_control(r)], order).items():
-        finals = {r.seed: run_scores(r).get(TRAINER_HELDOUT) for r in vruns}
-        # (RL, other) per seed that both have
-        d_base = [(finals[r.seed], r.evals[0]["eval/accuracy"]) for r in vruns
-                  if finals[r.seed] is not None and r.evals and r.evals[0].get("step") == 0]
-        d_ctrl = [(finals[s], run_scores(controls[s]).get(TRAINER_HELDOUT)) for s in finals
-                  if s in controls and finals[s] is not None and run_scores(controls[s]).get(TRAINER_HELDOUT) is not None]
+        finals = {r.unit: run_scores(r).get(TRAINER_HELDOUT) for r in vruns}
+        # (RL, other, base) per (base, seed) that both have
+        d_base = [(finals[r.unit], r.evals[0]["eval/accuracy"], r.base) for r in vruns
+                  if finals[r.unit] is not None and r.evals and r.evals[0].get("step") == 0]
+        d_ctrl = [(finals[u], run_scores(controls[u]).get(TRAINER_HELDOUT), u[0]) for u in finals
+                  if u in controls and finals[u] is not None and run_scores(controls[u]).get(TRAINER_HELDOUT) is not None]
         d_wall, beyond, wall_s = [], 0, []
         for r in vruns:
-            if r.seed in walls and finals[r.seed] is not None:
-                acc, past = accuracy_at_seconds(walls[r.seed], train_seconds(r))
+            if r.unit in walls and finals[r.unit] is not None:
+                acc, past = accuracy_at_seconds(walls[r.unit], train_seconds(r))
                 if not math.isnan(acc):
-                    d_wall.append((finals[r.seed], acc))
+                    d_wall.append((finals[r.unit], acc, r.base))
                     beyond += past
                     wall_s.append(train_seconds(r))
         row: dict[str, Any] = {"variant": variant, "method": vruns[0].method, "n_seeds": len(vruns),
@@ -488,18 +551,24 @@ def gains_table(runs: list[Run], order: list[str] | None = None, n_boot: int = N
                                "train_s": float(np.mean(wall_s)) if wall_s else float(np.mean([train_seconds(r) for r in vruns]))}
         for key, pairs, other in (("vs_base", d_base, "base model"), ("vs_control", d_ctrl, "control"),
                                   ("vs_wall", d_wall, "control")):
-            mean, low, high = compare_paired([x for x, _ in pairs], [y for _, y in pairs])
+            if len({g for _, _, g in pairs}) >= 2:
+                p = paired_difference([x for x, _, _ in pairs], [y for _, y, _ in pairs], [g for _, _, g in pairs])
+                mean, low, high = p["mean"], p["low"], p["high"]
+            else:
+                mean, low, high = compare_paired([x for x, _, _ in pairs], [y for _, y, _ in pairs])
             row.update({f"{key}_mean": mean, f"{key}_low": low, f"{key}_high": high, f"{key}_n": len(pairs),
+                        f"{key}_bases": len({g for _, _, g in pairs}),
                         f"{key}_verdict": verdict(low, high, len(pairs), "RL", other)})
         row["wall_beyond"] = beyond
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _points(mean: float, low: float, high: float, n: int) -> str:
+def _points(mean: float, low: float, high: float, n: int, bases: int = 1) -> str:
     if n == 0 or math.isnan(mean):
         return "n/a"
-    return f"{100 * mean:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}] (n={n})"
+    on = f", {bases} bases" if bases >= 2 else ""
+    return f"{100 * mean:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}] (n={n}{on})"
 
 
 def gains_sentences(gains: pd.DataFrame, runs: list[Run] | None = None) -> list[str]:
@@ -523,14 +592,14 @@ def gains_sentences(gains: pd.DataFrame, runs: list[Run] | None = None) -> list[
                      f"{said[0]} and {said[1]}.")
     for _, g in gains.iterrows():
         parts = [f"{g['variant']}: {pct(g['final'])} % held-out accuracy; "
-                 f"{_points(g['vs_base_mean'], g['vs_base_low'], g['vs_base_high'], g['vs_base_n'])} over the base model"]
+                 f"{_points(g['vs_base_mean'], g['vs_base_low'], g['vs_base_high'], g['vs_base_n'], g.get('vs_base_bases', 1))} over the base model"]
         if g["vs_control_n"]:
-            parts.append(f"{_points(g['vs_control_mean'], g['vs_control_low'], g['vs_control_high'], g['vs_control_n'])}"
+            parts.append(f"{_points(g['vs_control_mean'], g['vs_control_low'], g['vs_control_high'], g['vs_control_n'], g.get('vs_control_bases', 1))}"
                          f" against the control at equal samples ({_say(g['vs_control_verdict'])})")
         if g["vs_wall_n"]:
             beyond = (f"; for {g['wall_beyond']} seed(s) the RL run trained longer than the control's last "
                       "evaluation, compared with that value") if g["wall_beyond"] else ""
-            parts.append(f"{_points(g['vs_wall_mean'], g['vs_wall_low'], g['vs_wall_high'], g['vs_wall_n'])}"
+            parts.append(f"{_points(g['vs_wall_mean'], g['vs_wall_low'], g['vs_wall_high'], g['vs_wall_n'], g.get('vs_wall_bases', 1))}"
                          f" against the control at equal wall time, {g['train_s']:.0f} s of training "
                          f"({_say(g['vs_wall_verdict'])}{beyond})")
         lines.append("; ".join(parts) + ".")
@@ -545,9 +614,112 @@ def _say(v: str) -> str:
 def gains_markdown(gains: pd.DataFrame) -> str:
     lines = gains_sentences(gains)
     out = [lines[0], ""] + [f"- {l}" for l in lines[1:]]
-    out += ["", "Differences in held-out accuracy points, paired by seed, mean [95 % Student-t interval of the "
+    nested = any(int(gains[c].max()) >= 2 for c in ("vs_base_bases", "vs_control_bases", "vs_wall_bases")
+                 if c in gains and not gains.empty)
+    how = ("Differences in held-out accuracy points, paired by base model and seed: on two or more bases the mean "
+           "of the per-base mean differences [95 % Student-t interval over the per-base means, bases - 1 degrees of "
+           "freedom: grpo_research.analysis.stats.compare_nested] (n = paired runs); on one base" if nested else
+           "Differences in held-out accuracy points, paired by seed")
+    out += ["", f"{how}, mean [95 % Student-t interval of the "
             "paired differences, n - 1 degrees of freedom: grpo_research.analysis.stats.compare_paired, whose "
-            "false-difference rate on A/A data is in benchmarks/RESULTS.md] (n = paired seeds). Base model: the run's own step-0 evaluation. Equal wall time: the "
+            "false-difference rate on A/A data is in benchmarks/RESULTS.md] (n = paired seeds)"
+            + ("" if nested else "; one base model: the interval covers RL seeds only") + ". Base model: the run's own "
+            "step-0 evaluation. Equal wall time: the "
             "control's accuracy interpolated at the RL run's summed step seconds (evaluation excluded; timings "
             "depend on the machine's load)."]
     return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- replicates: variance and the study's question
+VARIANCE_COLUMNS = ["comparison", "a", "b", "metric", "n_bases", "n_seeds", "n_runs", "mean_diff", "low", "high",
+                    "between_base_sd", "within_base_sd", "pred_low", "pred_high", "verdict", "note"]
+
+
+def variance_table(final: pd.DataFrame, pairs: list[list[str]]) -> pd.DataFrame:
+    """Per compared pair (a, b) and metric (benchmark of `final`): a - b paired by (base, seed)
+    (`paired_difference`), its interval, the between-base SD (method x base interaction), the
+    within-base SD (seed noise), the 95 % prediction interval of a new base's true difference and
+    the verdict (difference shown / no difference shown / base-dependent). A value that cannot be
+    estimated is nan with a `note` saying why (one base model: no between-base SD and no
+    prediction interval; one seed per base: no within-base SD, so no between-base SD either;
+    fewer than 3 bases: no prediction interval)."""
+    rows = []
+    for bench, g in final.groupby("benchmark", sort=False):
+        recs = {r["variant"]: r for r in g.to_dict("records") if r["interval"] == "seeds"}
+        for a, b in pairs:
+            if a not in recs or b not in recs:
+                continue
+            va, vb = _per_seed(recs[a]), _per_seed(recs[b])
+            common = [u for u in va if u in vb]
+            row = {"comparison": f"{a} - {b}", "a": a, "b": b, "metric": bench, "n_runs": len(common)}
+            bases = [label_base(u) for u in common]
+            per_base = sorted({bases.count(x) for x in set(bases)})
+            row.update(n_bases=len(set(bases)), n_seeds="-".join(map(str, sorted({per_base[0], per_base[-1]})))
+                       if per_base else "0")
+            if len(common) < 2:
+                rows.append({**row, "mean_diff": math.nan, "low": math.nan, "high": math.nan, "between_base_sd": math.nan,
+                             "within_base_sd": math.nan, "pred_low": math.nan, "pred_high": math.nan,
+                             "verdict": "n/a", "note": "fewer than 2 runs paired by (base, seed)"})
+                continue
+            p = paired_difference([va[u] for u in common], [vb[u] for u in common], bases)
+            notes = []
+            if not p["nested"]:
+                notes.append("one base model: the interval covers RL seeds only; no between-base SD, no prediction "
+                             "interval")
+            elif math.isnan(p["within_sd"]):
+                notes.append("one seed per base: the within-base SD is not estimable here (the variance pilot's is "
+                             "in benchmarks/RESULTS.md), so neither is the between-base SD nor the prediction interval")
+            elif row["n_bases"] < 3:
+                notes.append("fewer than 3 bases: no prediction interval (t with bases - 2 df)")
+            rows.append({**row, "mean_diff": p["mean"], "low": p["low"], "high": p["high"],
+                         "between_base_sd": p["between_sd"], "within_base_sd": p["within_sd"],
+                         "pred_low": p["pred_low"], "pred_high": p["pred_high"], "verdict": difference_verdict(p),
+                         "note": "; ".join(notes)})
+    return pd.DataFrame(rows, columns=VARIANCE_COLUMNS)
+
+
+def question_markdown(variance: pd.DataFrame, pairs: list[list[str]], cost: dict[str, float] | None = None) -> str:
+    """The study's primary comparisons (its `compare:`), first: each pair's difference on each
+    metric with its interval, the verdict, and the bases x seeds a decision at 2 and 4 points
+    would need (80 % power, one-sided at alpha 0.025: stats.bases_for_power), with its cost in
+    core-hours from `cost` (core-seconds per run, per base-model build)."""
+    from grpo_research.analysis.stats import bases_for_power
+
+    if not pairs:
+        return ""
+    lines = ["## The study's question", ""]
+    if variance.empty:
+        return "\n".join(lines + ["_No finished runs of the compared variants._", ""]) + "\n"
+    for _, r in variance.iterrows():
+        if r["verdict"] == "n/a":
+            lines.append(f"- **{r['comparison']}** ({r['metric']}): {r['note']}")
+            continue
+        on = (f"{r['n_bases']} base models x {r['n_seeds']} seeds, compare_nested" if r["n_bases"] >= 2
+              else f"one base model, {r['n_runs']} seeds, compare_paired: the interval covers RL seeds only")
+        pred = (f"; a new base model: [{_pp(r['pred_low'])}, {_pp(r['pred_high'])}]"
+                if not math.isnan(r["pred_low"]) else "")
+        sds = f"; between-base SD {_p1(r['between_base_sd'])}, within-base SD {_p1(r['within_base_sd'])} points"
+        lines.append(f"- **{r['comparison']}** ({r['metric']}): {100 * r['mean_diff']:+.1f} points "
+                     f"[{_pp(r['low'])}, {_pp(r['high'])}] ({on}){pred}{sds}: **{r['verdict']}**")
+        within = r["within_base_sd"]
+        if r["n_bases"] >= 2 and not math.isnan(r["between_base_sd"]) and not math.isnan(within):
+            plans = []
+            for dist in (0.02, 0.04):
+                best = None
+                for seeds in (1, 2, 4):
+                    g = bases_for_power(dist, float(r["between_base_sd"]), float(within), seeds, sides=2)
+                    if g is None:
+                        continue
+                    hours = ((g * seeds * 2 * cost["run"] + g * cost["base"]) / 3600) if cost else math.nan
+                    if best is None or (not math.isnan(hours) and hours < best[2]):
+                        best = (g, seeds, hours)
+                plans.append(f"{100 * dist:.0f} points: {best[0]} bases x {best[1]} seeds"
+                             + (f" ({best[2]:.1f} core-hours)" if not math.isnan(best[2]) else "")
+                             if best else f"{100 * dist:.0f} points: beyond 1,000 bases")
+            lines.append(f"  - a decision (80 % power, two-sided 95 %) at " + "; at ".join(plans))
+    lines += ["", "Primary comparisons fixed in the study file (`compare:`) before its runs. Mean of the per-base "
+              "mean differences, paired by (base, seed), [95 % Student-t interval over bases, bases - 1 df]; a new "
+              "base model: the 95 % prediction interval of a new base's true difference (bases - 2 df); "
+              "base-dependent: the interval excludes 0 while a new base's includes it. All of it per compared pair "
+              "in variance.csv.", ""]
+    return "\n".join(lines) + "\n"

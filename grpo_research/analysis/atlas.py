@@ -62,7 +62,8 @@ import pandas as pd
 
 from grpo_research.analysis.aggregate import TRAINER_HELDOUT, TRAINER_OOD, run_scores
 from grpo_research.analysis.load import Run
-from grpo_research.analysis.stats import ALPHA, LEVEL, benjamini_hochberg, compare_paired, p_above, p_below, seeds_for_power
+from grpo_research.analysis.stats import (ALPHA, LEVEL, benjamini_hochberg, compare_nested, compare_paired, p_above,
+                                          p_below, seeds_for_power)
 from grpo_research.errors import UsageError
 
 BASE_ARM = "base model"
@@ -135,11 +136,12 @@ def _created(run: Run) -> float | None:
     return f.stat().st_mtime if f.exists() else None
 
 
-def arm_values(arm: dict[str, str], metric: str, runs: dict[str, list[Run]], bases: dict[str, Run | None],
+def arm_values(arm: dict[str, str], metric: str, runs: dict[str, list[Run]], bases: dict[str, dict[int, Run]],
                partner: ArmValues | None = None) -> ArmValues:
-    """An arm's values by seed. `runs`: study -> its finished runs; `bases`: study -> its base-model
-    evaluations (or None). `partner`: the values of the claim's other arm, which a `base model`
-    arm pairs with (its runs' step-0 evaluations, or the one base-model evaluation per seed)."""
+    """An arm's values by (base, seed). `runs`: study -> its finished runs; `bases`: study -> base
+    seed -> that base model's evaluations (analysis.study.base_model_runs). `partner`: the values
+    of the claim's other arm, which a `base model` arm pairs with (its runs' step-0 evaluations,
+    or the evaluation of each run's own base model)."""
     study, variant = arm["study"], arm["variant"]
     label = f"{study}/{variant}"
     if variant != BASE_ARM:
@@ -149,9 +151,9 @@ def arm_values(arm: dict[str, str], metric: str, runs: dict[str, list[Run]], bas
                 continue
             v, n = metric_value(r, metric)
             if v is not None:
-                out.values[r.seed], out.runs[r.seed] = float(v), r
+                out.values[r.unit], out.runs[r.unit] = float(v), r  # paired by (base, seed)
                 if n:
-                    out.n_problems[r.seed] = int(n)
+                    out.n_problems[r.unit] = int(n)
                 out.created += [t for t in [_created(r)] if t is not None]
         return out
     if partner is None:
@@ -160,32 +162,57 @@ def arm_values(arm: dict[str, str], metric: str, runs: dict[str, list[Run]], bas
         vals = {s: base_value(r, metric) for s, r in partner.runs.items()}
         vals = {s: float(v) for s, v in vals.items() if v is not None}
         return ArmValues(label, vals, {s: n for s, n in partner.n_problems.items() if s in vals})
-    base = bases.get(study)
+    found = bases.get(study) or {}
     entry, _, which = metric.partition(":")
-    if base is None or entry not in base.benchmarks:
-        return ArmValues(label, {}, one_model=True)
-    v, n = _bench_value(base.benchmarks[entry], which or None)
-    if v is None:
-        return ArmValues(label, {}, one_model=True)
-    return ArmValues(label, {s: float(v) for s in partner.values}, {s: int(n) for s in partner.values} if n else {},
-                     one_model=True)
+    vals, counts = {}, {}
+    for u in partner.values:  # each run pairs with the evaluation of its own base model
+        base = found.get(u[0])
+        if base is None or entry not in base.benchmarks:
+            continue
+        v, n = _bench_value(base.benchmarks[entry], which or None)
+        if v is not None:
+            vals[u] = float(v)
+            if n:
+                counts[u] = int(n)
+    return ArmValues(label, vals, counts, one_model=True)
 
 
 # ---------------------------------------------------------------- one claim
-def _paired(a: ArmValues, b: ArmValues, ratio: float = 1.0) -> tuple[list[int], np.ndarray]:
+def _paired(a: ArmValues, b: ArmValues, ratio: float = 1.0) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """The (base, seed) units both arms have, and a - ratio x b on each."""
     seeds = sorted(set(a.values) & set(b.values))
     return seeds, np.array([a.values[s] - ratio * b.values[s] for s in seeds], dtype=float)
 
 
-def _tests(kind: str, predicted: str | None, d: np.ndarray, delta: float, margin: float | None) -> tuple[float, float]:
-    """(p_claim, p_contra) of a two-arm claim on differences `d` (table of the module docstring)."""
+def _groups(units: list[tuple[int, int]]) -> list[int] | None:
+    """The base of each unit when the units span two or more base models (the tests and the
+    interval are then on per-base means: stats.compare_nested), else None (one base: by seed)."""
+    bases = [u[0] for u in units]
+    return bases if len(set(bases)) >= 2 else None
+
+
+def _interval(d: np.ndarray, groups: list[int] | None) -> tuple[float, float, float]:
+    zero = np.zeros_like(d)
+    return compare_nested(d, zero, groups) if groups else compare_paired(d, zero)
+
+
+def _tests(kind: str, predicted: str | None, d: np.ndarray, delta: float, margin: float | None,
+           groups: list[int] | None = None) -> tuple[float, float]:
+    """(p_claim, p_contra) of a two-arm claim on differences `d` (table of the module docstring);
+    `groups`: the base of each difference (tests on per-base means), None on one base."""
+    def above(bound):
+        return p_above(d, bound, groups=groups)
+
+    def below(bound):
+        return p_below(d, bound, groups=groups)
+
     if kind == "equivalence":
-        return (max(p_above(d, -margin), p_below(d, margin)), min(p_above(d, margin), p_below(d, -margin)))
+        return (max(above(-margin), below(margin)), min(above(margin), below(-margin)))
     return {
-        "greater": lambda: (p_above(d, 0.0), p_below(d, delta)),
-        "less": lambda: (p_below(d, 0.0), p_above(d, -delta)),
-        "not_greater": lambda: (p_below(d, delta), p_above(d, delta)),
-        "not_less": lambda: (p_above(d, -delta), p_below(d, -delta)),
+        "greater": lambda: (above(0.0), below(delta)),
+        "less": lambda: (below(0.0), above(-delta)),
+        "not_greater": lambda: (below(delta), above(delta)),
+        "not_less": lambda: (above(-delta), below(-delta)),
     }[predicted]()
 
 
@@ -250,7 +277,7 @@ def probability_of_improvement(a: list[float], b: list[float], reps: int = 2000,
     return float(poi(x, y)[0]), float(low), float(high)
 
 
-def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str, Run | None],
+def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str, dict[int, Run]],
               improvement: bool = True) -> dict[str, Any]:
     """Everything the atlas says about one claim before multiplicity (see the module docstring)."""
     metric, kind, predicted = claim["metric"], claim["kind"], claim.get("predicted")
@@ -285,11 +312,11 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
         untestable = _at_bound(row, metric, values, sorted(set.intersection(*(set(v.values) for v in values))), notes)
         if untestable:
             return untestable
-        p_claims = [p_above(d, 0.0) for _, d, _, _ in steps]
-        p_contras = [p_below(d, delta) for _, d, _, _ in steps]
+        p_claims = [p_above(d, 0.0, groups=_groups(s)) for s, d, _, _ in steps]
+        p_contras = [p_below(d, delta, groups=_groups(s)) for s, d, _, _ in steps]
         worst = int(np.argmax(p_claims))
         seeds, d, hi, lo = steps[worst]
-        mean, low, high = compare_paired(d, np.zeros_like(d))
+        mean, low, high = _interval(d, _groups(seeds))
         plans = [_plan("difference", "greater", d_, delta, None) for _, d_, _, _ in steps]
         row.update(effect=mean, low=low, high=high, p_claim=max(p_claims),
                    p_contra=min(1.0, (len(steps)) * min(p_contras)),
@@ -314,8 +341,11 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
     untestable = _at_bound(row, metric, [a, b], seeds, notes) if ratio == 1.0 else None
     if untestable:
         return untestable
-    mean, low, high = compare_paired(d, np.zeros_like(d))
-    p_claim, p_contra = _tests(kind, predicted, d, delta, margin)
+    groups = _groups(seeds)
+    if groups:
+        notes.append(f"{len(set(groups))} base models: interval and tests on per-base means")
+    mean, low, high = _interval(d, groups)
+    p_claim, p_contra = _tests(kind, predicted, d, delta, margin, groups)
     row.update(effect=mean, low=low, high=high, p_claim=p_claim, p_contra=p_contra,
                seeds_needed=_plan(kind, predicted, d, delta, margin), eval_noise_share=_eval_noise_share([a, b], seeds, d))
     if improvement and not any(v.one_model for v in (a, b)):
@@ -375,7 +405,7 @@ def claims_commit(path: str | Path) -> dict[str, Any]:
     return {"commit": commit, "date": date, "time": float(ts), "dirty": bool(dirty)}
 
 
-def build_atlas(claims: list[dict[str, Any]], runs: dict[str, list[Run]], bases: dict[str, Run | None],
+def build_atlas(claims: list[dict[str, Any]], runs: dict[str, list[Run]], bases: dict[str, dict[int, Run]],
                 improvement: bool = True) -> pd.DataFrame:
     """One row per claim: effect, interval, tests, adjusted verdict, seeds needed, notes."""
     return verdicts([claim_row(c, runs, bases, improvement) for c in claims])

@@ -36,7 +36,7 @@ def load_inputs(claims_path: str | Path, studies_dir: str | Path, runs_dir: str 
     without it every finished run of the study's dir."""
     from grpo_research.analysis.claims import load_claims
     from grpo_research.analysis.load import load_study_runs
-    from grpo_research.analysis.study import base_model_run
+    from grpo_research.analysis.study import base_model_runs
 
     claims = load_claims(claims_path, studies_dir)
     studies = sorted({a["study"] for c in claims if "needs" not in c for a in c["arms"]})
@@ -48,7 +48,7 @@ def load_inputs(claims_path: str | Path, studies_dir: str | Path, runs_dir: str 
             keep = set(include[s])
             found = [r for r in found if r.run_id in keep]
         runs[s] = found
-        bases[s] = base_model_run(d) if d.is_dir() else None
+        bases[s] = base_model_runs(d)  # base seed -> its evaluations ({} without them)
     return claims, runs, bases
 
 

@@ -198,6 +198,52 @@ def gains_html(gains: pd.DataFrame) -> str:
     return "".join(out)
 
 
+def _pts(v: Any, signed: bool = True) -> str:
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return "nan"
+    if v != v:
+        return "nan"
+    return f"{100 * v:+.1f}" if signed else f"{100 * v:.1f}"
+
+
+def variance_html(variance: pd.DataFrame, compare: list[list[str]] | None = None) -> str:
+    """Rows of variance.csv (those of `compare` when given): the difference paired by (base,
+    seed), its interval, the between- and within-base SDs, a new base's prediction interval and
+    the verdict."""
+    if variance.empty:
+        return "<p class=muted>No pair of variants with runs paired by (base, seed).</p>"
+    keep = {f"{a} - {b}" for a, b in compare} if compare else None
+    rows, classes = [], []
+    for _, r in variance.iterrows():
+        if keep is not None and r["comparison"] not in keep:
+            continue
+        verdict = str(r["verdict"])
+        rows.append([html.escape(str(r["comparison"])), html.escape(str(r["metric"])),
+                     f"{r['n_bases']} x {html.escape(str(r['n_seeds']))}",
+                     f"{_pts(r['mean_diff'])} <span class=muted>[{_pts(r['low'])}, {_pts(r['high'])}]</span>",
+                     f"[{_pts(r['pred_low'])}, {_pts(r['pred_high'])}]", _pts(r["between_base_sd"], False),
+                     _pts(r["within_base_sd"], False), f"<b>{html.escape(verdict)}</b>",
+                     html.escape(str(r["note"]) if isinstance(r["note"], str) else "")])
+        classes.append([""] * 9)
+    if not rows:
+        return ""
+    return html_table(["comparison", "metric", "bases x seeds", "difference (points) [95%]",
+                       "a new base model [95% prediction]", "between-base SD", "within-base SD", "verdict", "note"],
+                      rows, classes)
+
+
+VARIANCE_NOTE = ("<p class=muted>Differences a - b in accuracy points, paired by (base model, RL seed). On two or more "
+                 "base models: the mean of the per-base mean differences with its 95% Student-t interval over bases "
+                 "(bases - 1 df, <code>grpo_research.analysis.stats.compare_nested</code>); the between-base SD is "
+                 "the method x base interaction (method of moments), the within-base SD the seed noise; a new base "
+                 "model: the 95% prediction interval of a new base's true difference (bases - 2 df, Higgins, Thompson "
+                 "&amp; Spiegelhalter 2009); <b>base-dependent</b>: the interval excludes 0 while a new base's "
+                 "includes it. On one base model the interval covers RL seeds only. nan: not estimable (see the "
+                 "note).</p>")
+
+
 def cost_html(cost: pd.DataFrame) -> str:
     if cost.empty:
         return "<p>No cost metrics.</p>"
@@ -331,6 +377,16 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
                  f"<code>{html.escape(meta['runs_dir'])}</code> on {html.escape(meta['generated'])}.</p>")
     # results differ across CPUs: say where they were computed
     parts.append(environments_html(meta.get("environments") or [], meta.get("base_model_environments")))
+    variance = pd.read_csv(out / "variance.csv") if (out / "variance.csv").exists() else pd.DataFrame()
+    if meta.get("compare"):  # the study's own question first
+        parts.append("<h2>The study's question</h2><p>Primary comparisons, fixed in the study file "
+                     "(<code>compare:</code>) before its runs.</p>")
+        parts.append(variance_html(variance, meta["compare"]))
+        plans = [l.strip()[2:] for l in str(meta.get("question_md") or "").splitlines()
+                 if l.strip().startswith("- a decision")]
+        if plans:
+            parts.append("<ul>" + "".join(f"<li>{html.escape(p)}</li>" for p in plans) + "</ul>")
+        parts.append(VARIANCE_NOTE)
     parts.append("<h2>Final accuracy</h2>")
     parts.append(final_html(final))
     parts.append(f"<p class=muted>Mean over seeds with a 95% percentile-bootstrap interval over seeds "
@@ -382,6 +438,8 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
             cap = f"{ttl}: {ylabel}, mean over seeds with a 95% bootstrap band{how}"
             parts.append(f"<details><summary>static figure: {html.escape(ttl)}</summary>{figure(p, cap)}</details>")
     parts.append("</div>")
+    if not variance.empty:
+        parts.append("<h2>Variance components: base models and seeds</h2>" + variance_html(variance) + VARIANCE_NOTE)
     parts.append("<h2>Cost per method</h2>" + cost_html(cost))
     parts.append("<p class=muted>Mean over seeds of each run's value, from the trainer's <code>cost/</code> metrics "
                  "(peak memory: max over steps; MFU: model FLOP/s over the peak matmul FLOP/s the process measured "

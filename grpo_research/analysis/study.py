@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,18 +15,56 @@ from grpo_research.provenance import base_model_environments, environments_markd
 from grpo_research.typed_config import safe_load
 
 
-def base_model_run(runs_dir: Path):
-    """The base model's evaluations as a Run of the variant `base model` (None without them)."""
+def base_model_run(runs_dir: Path, base: int = 0):
+    """Base model `base`'s evaluations (<runs>/<study>/_base_model[-base<b>]/eval/) as a Run of the
+    variant `base model` (None without them)."""
     from grpo_research.analysis.load import load_run
 
-    from grpo_research.studies import BASE_EVAL_DIR
+    from grpo_research.studies import BASE_EVAL_DIR, base_suffix
 
-    d = Path(runs_dir) / BASE_EVAL_DIR
+    d = Path(runs_dir) / f"{BASE_EVAL_DIR}{base_suffix(base)}"
     if not (d / "eval").is_dir() or not any((d / "eval").glob("*.json")):
         return None
     run = load_run(d)
-    run.variant, run.seed, run.config = "base model", None, {"method": "base"}
+    run.variant, run.seed, run.config, run.base = "base model", None, {"method": "base"}, base
     return run
+
+
+def base_model_runs(runs_dir: Path) -> dict[int, Any]:
+    """Every base model's evaluations of a study: base seed -> its Run (`base_model_run`)."""
+    from grpo_research.studies import BASE_EVAL_DIR
+
+    out = {}
+    for d in sorted(Path(runs_dir).glob(f"{BASE_EVAL_DIR}*")) if Path(runs_dir).is_dir() else []:
+        m = re.fullmatch(rf"{BASE_EVAL_DIR}(?:-base(\d+))?", d.name)
+        if m:
+            run = base_model_run(runs_dir, int(m.group(1) or 0))
+            if run is not None:
+                out[run.base] = run
+    return dict(sorted(out.items()))
+
+
+def study_compare(study_file: str | Path | None) -> list[list[str]]:
+    """The primary comparisons (`compare:`) of a study file ([] without one)."""
+    if not study_file or not Path(study_file).exists():
+        return []
+    return [list(p) for p in (safe_load(Path(study_file).read_text()) or {}).get("compare") or []]
+
+
+def replicate_cost(runs: list) -> dict[str, float] | None:
+    """Core-seconds of one run (training steps x threads, mean over runs; process start and
+    evaluation excluded) and of one base-model build (its recorded seconds, counted at one
+    core), for the design planner of `question_markdown`; None without timings."""
+    per_run = [float(r.summary["train_s_this_invocation"]) * int(r.summary.get("threads") or 1)
+               for r in runs if r.summary.get("train_s_this_invocation")]
+    builds = []
+    for path in {str(r.config.get("model", {}).get("name_or_path", "")) for r in runs}:
+        f = Path(path) / "base_info.json"
+        if path and f.exists():
+            builds.append(float(json.loads(f.read_text()).get("seconds") or 0.0))
+    if not per_run:
+        return None
+    return {"run": sum(per_run) / len(per_run), "base": (sum(builds) / len(builds)) if builds else 0.0}
 
 
 def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None = None,
@@ -38,7 +77,8 @@ def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None 
     `out`; returns the summary. `variants`: display order; `smooth` 0: about 1/25 of a run."""
     from grpo_research.analysis.aggregate import (cost_markdown, cost_table, curve_table, default_smooth,
                                                   final_markdown, final_table, gains_markdown, gains_table,
-                                                  is_wall_control, order_variants, runs_table, wall_curve_table)
+                                                  is_wall_control, order_variants, question_markdown, runs_table,
+                                                  variance_table, wall_curve_table)
     from grpo_research.analysis.load import load_study_runs
     from grpo_research.analysis.passk import passk_markdown, passk_settings, passk_summary, passk_table
 
@@ -53,15 +93,21 @@ def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None 
     name = study or runs_dir.name
     variants = order_variants(runs, list(variants or []))
     smooth = smooth or default_smooth(runs)
-    base = base_model_run(runs_dir)  # the base model's benchmark evaluations, when the study made them
-    final = final_table(([base] if base else []) + runs, ([base.variant] if base else []) + variants,
+    base_runs = base_model_runs(runs_dir)  # base models' benchmark evaluations, when the study made them
+    base = base_runs.get(0) or next(iter(base_runs.values()), None)
+    final = final_table(list(base_runs.values()) + runs, (["base model"] if base_runs else []) + variants,
                         n_boot=n_boot, seed=seed)
+    compare = [p for p in study_compare(study_file) if all(v in variants for v in p)]
+    variance = variance_table(final, compare or [[a, b] for i, a in enumerate(variants) for b in variants[i + 1:]])
+    write_text_atomic(out / "variance.csv", variance.to_csv(index=False, na_rep="nan"))
+    question = question_markdown(variance, compare, replicate_cost(runs)) if compare else ""
     cost = cost_table(runs, variants)
     curves = curve_table(runs, variants, smooth=smooth, n_boot=n_boot, seed=seed)
     write_text_atomic(out / "final.csv", final.to_csv(index=False))
     envs = environments_of([r.summary for r in runs])  # machines and versions the runs ran on
     bases = base_model_environments([r.config for r in runs])
-    write_text_atomic(out / "final.md", f"# {name}: final accuracy\n\n" + final_markdown(final, n_boot)
+    write_text_atomic(out / "final.md", f"# {name}: final accuracy\n\n" + (question + "\n" if question else "")
+                      + final_markdown(final, n_boot)
                       + "\n" + environments_markdown(envs, bases))
     write_text_atomic(out / "cost.csv", cost.to_csv(index=False))
     write_text_atomic(out / "cost.md", f"# {name}: cost per method\n\n" + cost_markdown(cost))
@@ -89,6 +135,7 @@ def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None 
     meta = {
         "study": name, "description": description, "runs_dir": str(runs_dir),
         "n_runs": len(runs), "variants": variants, "seeds": sorted({r.seed for r in runs if r.seed is not None}),
+        "base_seeds": sorted({r.base for r in runs}), "compare": compare, "question_md": question,
         "samples_per_run": sorted({r.summary.get("samples") for r in runs if r.summary.get("samples")}),
         "n_boot": n_boot, "bootstrap_seed": seed, "smooth_steps": smooth,
         "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "best": best,
