@@ -44,12 +44,13 @@ def test_ablations_dry_run_plans_the_default_study(tmp_path):
     print(f"snakemake -n ablations planned in {seconds:.2f} s")
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
-    # 5 methods x 5 seeds, and the supervised control at equal samples and at equal wall time x 5 seeds
-    assert jobs(out) == {"build_base_model": 1, "train_run": 35, "evaluate_run": 35, "report_study": 1,
-                         "render_index": 1, "ablations": 1, "total": 74}
-    assert "runs/ppo_vs_grpo/sft_control-wall-seed2/summary.json" in out
-    assert "runs/ppo_vs_grpo/ppo-lam0.95-seed1/summary.json" in out
-    assert "runs/ppo_vs_grpo/dr_grpo-seed3/eval/arith.json" in out
+    # 5 methods and the supervised control at equal samples and at equal wall time, on 5 base
+    # models (one build each) x 1 seed
+    assert jobs(out) == {"build_base_model": 5, "train_run": 35, "evaluate_run": 35, "report_study": 1,
+                         "render_index": 1, "ablations": 1, "total": 78}
+    assert "runs/ppo_vs_grpo/sft_control-wall-base2-seed1/summary.json" in out
+    assert "runs/ppo_vs_grpo/ppo-lam0.95-seed1/summary.json" in out and "runs/_base/tiny-arith-base4/" in out
+    assert "runs/ppo_vs_grpo/dr_grpo-base3-seed1/eval/arith.json" in out
 
 
 def test_other_targets_plan(tmp_path):
@@ -152,7 +153,7 @@ def test_study_jobs_paths_and_train_commands():
     assert p.default_studies() == ["ppo_vs_grpo"] and p.selected_studies() == ["ppo_vs_grpo"]
     assert p.report_path("beta") == "results/beta/report.html" and p.index_path == "results/index.html"
     runs = p.study_runs("ppo_vs_grpo")
-    assert len(runs) == 35 and "sft_control-wall-seed5" in runs
+    assert len(runs) == 35 and "sft_control-wall-base4-seed1" in runs
     assert p.train_args("ppo_vs_grpo", "grpo-seed1")[:3] == ["train", "--run-dir", "runs/ppo_vs_grpo/grpo-seed1"]
     wall = p.train_args("ppo_vs_grpo", "sft_control-wall-seed1")
     assert wall[:4] == ["study", "train-wall", "--probe", "runs/ppo_vs_grpo/sft_control-seed1"]
@@ -168,7 +169,8 @@ def test_study_jobs_paths_and_train_commands():
     args = p.report_args("ppo_vs_grpo")
     assert args[:6] == ["--runs", "runs/ppo_vs_grpo", "--out", "results/ppo_vs_grpo", "--study", "ppo_vs_grpo"]
     assert args[-2:] == ["--study-file", p.study_files["ppo_vs_grpo"]]
-    assert len(p.report_inputs("ppo_vs_grpo")["runs"]) == 70  # 35 summaries + 35 evaluations (5 methods, 2 controls, 5 seeds)
+    assert len(p.report_inputs("ppo_vs_grpo")["runs"]) == 70  # 35 summaries + 35 evaluations (5 methods, 2 controls, 5 bases)
+    assert p.wall_inputs("ppo_vs_grpo", "sft_control-wall-base2-seed1")[0] == "runs/ppo_vs_grpo/ppo-lam0.95-base2-seed1/summary.json"
 
 
 def test_hpo_searches_reruns_and_their_report():
@@ -321,7 +323,7 @@ def test_seeds_given_on_the_command_line_plan(tmp_path):
     proc, _ = snakemake(tmp_path, "-n", "ablations", "--config", "seeds=[4, 5]")
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
-    assert jobs(out)["train_run"] == 14 and "grpo-seed5/summary.json" in out and "grpo-seed1/" not in out
+    assert jobs(out)["train_run"] == 70 and "grpo-base4-seed5/summary.json" in out and "grpo-seed1/" not in out
     proc, _ = snakemake(tmp_path, "-n", "ablations", "--config", "seeds=[4, x]")
     assert proc.returncode != 0 and "'x' is not of type 'integer'" in proc.stdout + proc.stderr
 
@@ -453,12 +455,12 @@ def test_base_seeds_from_the_command_line_plan_one_build_per_base(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
     j = jobs(out)
-    assert j["build_base_model"] == 2 and j["train_run"] == 70 and j["evaluate_run"] == 70
-    assert "runs/_base/tiny-arith-base1/base_info.json" in out and "runs/ppo_vs_grpo/grpo-base1-seed3/summary.json" in out
-    assert "runs/ppo_vs_grpo/grpo-seed3/summary.json" in out
+    assert j["build_base_model"] == 2 and j["train_run"] == 14 and j["evaluate_run"] == 14
+    assert "runs/_base/tiny-arith-base1/base_info.json" in out and "runs/ppo_vs_grpo/grpo-base1-seed1/summary.json" in out
+    assert "runs/ppo_vs_grpo/grpo-seed1/summary.json" in out and "base4" not in out
     build = [line for line in out.splitlines() if " sft " in line and "tiny-arith-base1" in line]
     assert build and all("base.seed=1" in line for line in build)
-    train = [line for line in out.splitlines() if "grpo-base1-seed3" in line and "model.name_or_path=" in line]
+    train = [line for line in out.splitlines() if "grpo-base1-seed1" in line and "model.name_or_path=" in line]
     assert train and all("model.name_or_path=runs/_base/tiny-arith-base1" in line for line in train)
 
 

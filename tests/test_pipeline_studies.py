@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from grpo_research.config import load_config
-from grpo_research.studies import (StudyError, expand_study, find_studies, load_study_file, validate_schema,
-                                   variant_of)
+from grpo_research.studies import (StudyError, expand_study, find_studies, load_study_file, run_id_of,
+                                   validate_schema, variant_of)
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "study.schema.yaml"
@@ -19,24 +19,27 @@ def _cfg(run):
 
 def test_ppo_vs_grpo_runs_ids_and_equal_budget():
     raw = load_study_file(ROOT / "experiments" / "ppo_vs_grpo.yaml", SCHEMA)
-    study = expand_study(raw, "ppo_vs_grpo", model_path="runs/_base/tiny-arith", threads=1)
+    paths = {b: "runs/_base/tiny-arith" + ("" if b == 0 else f"-base{b}") for b in range(5)}
+    study = expand_study(raw, "ppo_vs_grpo", model_path="runs/_base/tiny-arith", base_paths=paths, threads=1)
     ids = [r.run_id for r in study.runs]
-    assert ids[:3] == ["ppo-lam0.95-seed1", "ppo-lam0.95-seed2", "ppo-lam0.95-seed3"]
-    assert {"ppo-lam1.0-seed1", "grpo-seed2", "dr_grpo-seed3", "sft_control-seed1", "sft_control-wall-seed3"} <= set(ids)
-    assert len(ids) == 35 and len(set(ids)) == 35  # (5 methods + 2 controls) x 5 seeds
+    assert ids[:3] == ["ppo-lam0.95-seed1", "ppo-lam0.95-base1-seed1", "ppo-lam0.95-base2-seed1"]
+    assert {"ppo-lam1.0-seed1", "grpo-base2-seed1", "dr_grpo-base3-seed1", "sft_control-seed1",
+            "sft_control-wall-base4-seed1"} <= set(ids)
+    assert len(ids) == 35 and len(set(ids)) == 35  # (5 methods + 2 controls) x 5 bases x 1 seed
     assert study.variants == ["ppo-lam0.95", "ppo-lam1.0", "grpo", "dr_grpo", "dpo", "sft_control", "sft_control-wall"]
-    assert study.default and study.seeds == [1, 2, 3, 4, 5] and "arith" in study.benchmarks
+    assert study.default and study.seeds == [1] and study.base_seeds == [0, 1, 2, 3, 4] and "arith" in study.benchmarks
+    assert study.compare == [["grpo", "ppo-lam0.95"], ["grpo", "dr_grpo"], ["grpo", "sft_control"]]
     for run in study.runs:
         if run.wall_match:  # steps are set when it runs, from the matched runs' time
             continue
         cfg = _cfg(run)
         samples = cfg.train.steps * cfg.rollout.prompts_per_step * cfg.algo.group_size
         assert samples == study.budget_samples == 9600
-        assert cfg.model.name_or_path == "runs/_base/tiny-arith"
+        assert cfg.model.name_or_path == paths[run.base]
         assert cfg.tracking.group == "ppo_vs_grpo" and cfg.train.threads == 1
         assert cfg.seed == run.seed and cfg.method == run.method
     lam = {r.run_id: _cfg(r).ppo.lam for r in study.runs if r.method == "ppo"}
-    assert lam["ppo-lam0.95-seed1"] == 0.95 and lam["ppo-lam1.0-seed3"] == 1.0
+    assert lam["ppo-lam0.95-seed1"] == 0.95 and lam["ppo-lam1.0-base3-seed1"] == 1.0
     assert _cfg(study.run("ppo-lam0.95-seed1")).tracking.tags == ["ppo.lam=0.95"]
     # the Dr. GRPO preset survives the study's overrides
     assert _cfg(study.run("dr_grpo-seed1")).algo.loss_agg == "constant"
@@ -130,17 +133,19 @@ def test_every_shipped_study_expands():
     expected = {"group_size": [2, 4, 8, 16], "beta": [0.0, 0.01, 0.04, 0.1], "clip_eps": [0.1, 0.2, 0.3],
                 "temperature": [0.6, 1.0, 1.2]}
     for name, path in studies.items():
-        study = expand_study(load_study_file(path, SCHEMA), name)
-        assert len(study.seeds) >= 3
+        raw = load_study_file(path, SCHEMA)
+        study = expand_study(raw, name, base_paths={b: None for b in raw.get("base_seeds") or [0]})
+        assert len(study.seeds) * len(study.base_seeds) >= 3
         budget = {_cfg(r).train.steps * _cfg(r).rollout.prompts_per_step * _cfg(r).algo.group_size
                   for r in study.runs if not r.wall_match}
         assert budget == {study.budget_samples}, name
         controls = [r.run_id for r in study.runs if r.method == "sft_control"]
         control = study.raw.get("control", True)  # every study has the control unless it turns it off
         if control == "equal_samples":  # the equal-samples twin alone (no wall-time match)
-            assert controls == [f"sft_control-seed{s}" for s in study.seeds], name
+            assert controls == [run_id_of("sft_control", b, s) for b in study.base_seeds for s in study.seeds], name
         elif control:
-            assert controls == [f"sft_control{k}-seed{s}" for s in study.seeds for k in ("", "-wall")], name
+            assert controls == [run_id_of(f"sft_control{k}", b, s) for b in study.base_seeds for s in study.seeds
+                                for k in ("", "-wall")], name
         else:
             assert not controls, name
         if name in expected:
