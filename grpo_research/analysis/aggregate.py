@@ -716,10 +716,12 @@ def question_markdown(variance: pd.DataFrame, pairs: list[list[str]], cost: dict
                 plans.append(f"{100 * dist:.0f} points: {best[0]} bases x {best[1]} seeds"
                              + (f" ({best[2]:.1f} core-hours)" if not math.isnan(best[2]) else "")
                              if best else f"{100 * dist:.0f} points: beyond 1,000 bases")
-            lines.append(f"  - a decision (80 % power, two-sided 95 %) at " + "; at ".join(plans))
+            lines.append("  - a decision (80 % power, two-sided 95 %) at " + "; at ".join(plans))
     lines += ["", "Primary comparisons fixed in the study file (`compare:`) before its runs. Mean of the per-base "
               "mean differences, paired by (base, seed), [95 % Student-t interval over bases, bases - 1 df]; a new "
               "base model: the 95 % prediction interval of a new base's true difference (bases - 2 df); "
-              "base-dependent: the interval excludes 0 while a new base's includes it. All of it per compared pair "
-              "in variance.csv.", ""]
+              "base-dependent: the interval excludes 0 while a new base's includes it. A decision: the fewest bases "
+              "(at 1, 2 or 4 seeds each, the cheapest) for 80 % power at that difference given this study's between- "
+              "and within-base SDs (stats.bases_for_power); core-hours of the two arms' training steps and the base "
+              "builds (process start and evaluation excluded). All of it per compared pair in variance.csv.", ""]
     return "\n".join(lines) + "\n"
