@@ -5,11 +5,20 @@ training amplifies the difference: benchmarks/RESULTS.md, "2026-12-05", the main
 34.0 % on one 2-core machine and 43.8 % on another). So every run's `summary.json` and every base
 model's `base_info.json` carry `environment()`, and a study's report says which environments its
 runs came from and warns when there is more than one.
+
+On one CPU, environment variables read when torch and MKL load pick other kernels and change the
+numbers too (benchmarks/RESULTS.md, "2026-12-06 - kernel families on one CPU"; benchmarks/kernel_family.py):
+ATEN_CPU_CAPABILITY (torch's own vectorised kernels), MKL_CBWR and MKL_ENABLE_INSTRUCTIONS (MKL's
+matrix products and exp). The environment records them (`kernels`) and a run with any of them set is
+described, and grouped, apart from the native runs. ONEDNN_MAX_CPU_ISA is recorded as well, though
+the harness's fp32 CPU training runs no oneDNN primitive.
 """
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +28,29 @@ PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 # the fields that decide the numbers; `code` is compared separately (a code change is a different
 # experiment, not a different machine)
-MACHINE_KEYS = ("cpu", "cpu_capability", "accelerator", "torch", "transformers")
+MACHINE_KEYS = ("cpu", "cpu_capability", "kernels", "accelerator", "torch", "transformers")
+
+# environment variables that choose the CPU kernels (read once, when the libraries load)
+KERNEL_VARS = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
+NATIVE = "native"
+
+
+def kernel_settings(environ: Mapping[str, str] | None = None) -> dict[str, str] | str:
+    """The kernel variables set (non-empty) in `environ` (default: this process's environment), in
+    KERNEL_VARS order, or "native" when none is: each library's own choice for this CPU."""
+    environ = os.environ if environ is None else environ
+    got = {k: environ[k] for k in KERNEL_VARS if environ.get(k, "").strip()}
+    return got or NATIVE
+
+
+def describe_kernels(kernels: Any) -> str:
+    """`ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2` for a record's `kernels`; "" when native or not recorded
+    (records written before the field existed ran with whatever was set, most likely nothing)."""
+    if not kernels or kernels == NATIVE:
+        return ""
+    if isinstance(kernels, dict):
+        return " ".join(f"{k}={v}" for k, v in kernels.items())
+    return str(kernels)
 
 
 def cpu_model() -> str:
@@ -70,6 +101,8 @@ def environment(device: Any = None) -> dict[str, Any]:
         "cpu": cpu_model(),
         # the vector instructions torch's CPU kernels dispatch to (VMs often hide the CPU's model)
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        # kernel-choosing variables (ATEN_CPU_CAPABILITY, MKL_CBWR, ...) set for this process, or "native"
+        "kernels": kernel_settings(),
         "accelerator": accelerator, "torch": torch.__version__,
         "transformers": transformers.__version__, "python": platform.python_version(),
         "os": f"{platform.system()} {platform.machine()}", "code": code_version(),
@@ -77,10 +110,13 @@ def environment(device: Any = None) -> dict[str, Any]:
 
 
 def describe(env: dict[str, Any] | None) -> str:
-    """One line for a report: `cpu (capability) + accelerator, torch X, transformers Y`."""
+    """One line for a report: `cpu (capability), kernels VAR=value ... + accelerator, torch X, transformers Y`
+    (the kernels part only when some kernel variable was set)."""
     if not env:
         return "not recorded"
     where = env.get("cpu", "?") + (f" ({env['cpu_capability']})" if env.get("cpu_capability") else "")
+    kernels = describe_kernels(env.get("kernels"))
+    where += f", kernels {kernels}" if kernels else ""
     where += ("" if env.get("accelerator") in (None, "none") else f" + {env['accelerator']}")
     return f"{where}, torch {env.get('torch', '?')}, transformers {env.get('transformers', '?')}"
 

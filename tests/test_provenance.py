@@ -115,3 +115,27 @@ def test_a_damaged_base_info_is_named(tmp_path):
     with pytest.raises(UsageError, match=r"base_info.json: damaged .*rebuild the base model"):
         P.base_model_environments([{"model": {"name_or_path": str(base)}}])
     assert (base / "base_info.json").read_text() == '{"steps": 5, "environ'  # left as it was
+
+
+def test_kernel_variables_are_recorded_and_group_runs_apart(monkeypatch):
+    for k in P.KERNEL_VARS:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("MKL_CBWR", "")  # set but empty: MKL's own choice, so native
+    native = P.environment("cpu")
+    assert native["kernels"] == "native" and P.kernel_settings() == "native"
+    assert "kernels" not in P.describe(native)
+    monkeypatch.setenv("MKL_CBWR", "AVX2")
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    env = P.environment("cpu")
+    assert env["kernels"] == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}  # KERNEL_VARS order
+    assert P.kernel_settings({"ONEDNN_MAX_CPU_ISA": "AVX2", "PATH": "/bin"}) == {"ONEDNN_MAX_CPU_ISA": "AVX2"}
+    assert P.describe(env) == (f"{env['cpu']} ({env['cpu_capability']}), kernels ATEN_CPU_CAPABILITY=avx2 "
+                               f"MKL_CBWR=AVX2, torch {torch.__version__}, transformers {transformers.__version__}")
+    # a native run, one written before `kernels` was recorded (native too) and a run with MKL_CBWR set
+    summaries = [{"environment": {**_env("Xeon"), "kernels": "native"}}, {"environment": _env("Xeon", "def")},
+                 {"environment": {**_env("Xeon"), "kernels": {"MKL_CBWR": "AVX2"}}}]
+    envs = P.environments_of(summaries)
+    assert [(e["environment"], e["runs"]) for e in envs] == [
+        ("Xeon, torch 2.13.0+cpu, transformers 5.25.0", 2),
+        ("Xeon, kernels MKL_CBWR=AVX2, torch 2.13.0+cpu, transformers 5.25.0", 1)]
+    assert "**Warning:**" in P.environments_markdown(envs)
