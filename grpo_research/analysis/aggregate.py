@@ -247,8 +247,10 @@ def comparison_sentence(o: dict[str, Any]) -> str:
             what += ", but a new base's prediction interval includes 0: base-dependent"
         return (f"{o['higher']} above {o['lower']} by {100 * o['paired_difference']:.1f} points "
                 f"[{100 * o['low']:+.1f}, {100 * o['high']:+.1f}] (paired by base and seed, {o['n_bases']} bases, "
-                f"n={o['n']}; a new base: [{_pp(o['pred_low'])}, {_pp(o['pred_high'])}], between-base SD "
-                f"{_p1(o['between_sd'])}): {what}")
+                f"n={o['n']}" + (f"; a new base: [{_pp(o['pred_low'])}, {_pp(o['pred_high'])}], between-base SD "
+                                 f"{_p1(o['between_sd'])}" if not math.isnan(o["pred_low"]) else
+                                 "; one seed per base: no between-base SD or prediction interval")
+                + f"): {what}")
     if o["paired"]:
         what = ("the interval excludes 0" if o["shown"] else "the interval includes 0: no difference shown")
         return (f"{o['higher']} above {o['lower']} by {100 * o['paired_difference']:.1f} points "
@@ -699,8 +701,9 @@ def question_markdown(variance: pd.DataFrame, pairs: list[list[str]], cost: dict
         pred = (f"; a new base model: [{_pp(r['pred_low'])}, {_pp(r['pred_high'])}]"
                 if not math.isnan(r["pred_low"]) else "")
         sds = f"; between-base SD {_p1(r['between_base_sd'])}, within-base SD {_p1(r['within_base_sd'])} points"
+        note = f" ({r['note']})" if isinstance(r["note"], str) and r["note"] else ""
         lines.append(f"- **{r['comparison']}** ({r['metric']}): {100 * r['mean_diff']:+.1f} points "
-                     f"[{_pp(r['low'])}, {_pp(r['high'])}] ({on}){pred}{sds}: **{r['verdict']}**")
+                     f"[{_pp(r['low'])}, {_pp(r['high'])}] ({on}){pred}{sds}: **{r['verdict']}**{note}")
         within = r["within_base_sd"]
         if r["n_bases"] >= 2 and not math.isnan(r["between_base_sd"]) and not math.isnan(within):
             plans = []
