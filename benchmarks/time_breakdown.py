@@ -30,6 +30,8 @@ from pathlib import Path
 
 import yaml
 
+from grpo_research.studies import variant_of
+
 # component of a training process -> the summary timings it sums
 TRAIN_PARTS = {
     "process start, imports, config": ("startup_s",),
@@ -139,7 +141,7 @@ def breakdown(root: Path, study: str, cores: int, include_base: bool = True) -> 
             notes.append(f"{name}: its process ran {t['wall_s']:.1f} s, its job {s:.1f} s (clock or resume mismatch)")
         for k, v in parts.items():
             shares[f"train: {k}"] += v * n
-        method = name.rsplit("-seed", 1)[0]
+        method = variant_of(name)  # <variant>[-base<b>]-seed<N>
         per_method[method].append({**parts, "job_s": s})
     busy = sum(shares.values())
     shares["idle cores"] = max(core_s - busy, 0.0)

@@ -208,7 +208,8 @@ class Pipeline:
         if name not in self._expanded:
             raw = self.raw_study(name)
             model = raw.get("model", "tiny-arith")
-            base_seeds = self.study_base_seeds(raw) or raw.get("base_seeds") or [0]
+            given = self.study_base_seeds(raw)
+            base_seeds = given or raw.get("base_seeds") or [0]
             built = model in self.config["base_models"]
             try:
                 expanded = S.expand_study(
@@ -216,7 +217,7 @@ class Pipeline:
                     base_paths={b: self.model_path(model, b) for b in base_seeds} if built else None,
                     run_overrides=self.config.get("run_overrides") or [], tracking=self.config["tracking"],
                     threads=self.resources["train"]["threads"], only_methods=self.config.get("only_methods") or None,
-                    seeds=self.config.get("seeds") or None, base_seeds=self.study_base_seeds(raw),
+                    seeds=self.config.get("seeds") or None, base_seeds=given,
                 )
             except S.StudyError as e:
                 raise PipelineError(f"study {name!r}: {e}") from None

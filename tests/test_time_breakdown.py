@@ -99,3 +99,14 @@ def test_no_benchmark_files_of_the_study_is_one_line_and_root_not_a_project_exit
     r = subprocess.run([sys.executable, script, "--study", "s", "--root", str(tmp_path)],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "no configs/defaults.yaml" in r.stderr, r.stderr
+
+
+def test_runs_of_one_variant_on_several_bases_are_one_method(tmp_path):
+    root = project(tmp_path)
+    for i, rid in enumerate(["grpo-seed1", "grpo-base2-seed1"]):
+        run = root / "runs" / "s" / rid
+        run.mkdir(parents=True)
+        (run / "summary.json").write_text(json.dumps({"timings_this_invocation": {"wall_s": 5.0, "step_s": 5.0}}))
+        job(root, "train_run", f"s/{rid}", 5.0 + i, 10_000.0 + 10 * i)
+    b = TB.breakdown(root, "s", cores=1)
+    assert list(b["methods"]) == ["grpo"]

@@ -13,7 +13,7 @@ from grpo_research.errors import UsageError
 from grpo_research.tracking import read_metrics
 from grpo_research.typed_config import safe_load
 
-from grpo_research.studies import SEED_SUFFIX, base_of  # `<variant>[-base<b>]-seed<N>`
+from grpo_research.studies import base_of, seed_of, variant_of  # `<variant>[-base<b>]-seed<N>`
 
 
 @dataclass
@@ -98,9 +98,9 @@ def load_run(path: str | Path) -> Run:
         if f.name.endswith((".samples.json", ".predictions.json")):
             continue
         benchmarks[f.stem] = _read(f, json.loads)
-    m = SEED_SUFFIX.search(path.name)
-    seed = int(m.group(2)) if m else config.get("seed")
-    return Run(run_id=path.name, variant=SEED_SUFFIX.sub("", path.name), seed=seed, path=path, config=config,
+    seed = seed_of(path.name)
+    return Run(run_id=path.name, variant=variant_of(path.name), seed=config.get("seed") if seed is None else seed,
+               path=path, config=config,
                summary=summary, train=[r for r in rows if r.get("step_s") is not None],
                evals=[r for r in rows if r.get("eval/accuracy") is not None], benchmarks=benchmarks,
                base=base_of(path.name))
