@@ -4,6 +4,7 @@ arms that have none?
     python benchmarks/aa_calibration.py --reps 20000                 # simulated arms
     python benchmarks/aa_calibration.py --runs runs/aa --reps 20000  # finished runs of one configuration
     python benchmarks/aa_calibration.py --nested                     # simulated runs nested in base models
+    python benchmarks/aa_calibration.py --nested --runs runs/aa      # real runs on several bases (>= 2 seeds each)
 
 Simulated (the default): both arms draw n per-seed accuracies from one distribution (normal with
 the spread of the main study's GRPO seeds, and a skewed Beta), the two arms paired at random.
@@ -34,7 +35,10 @@ interaction drawn per repetition), and the rate of `base_dependent` verdicts (fa
 0). With one seed per base the within-base SD cannot be estimated: the true one (3.5 sqrt 2
 points for a difference) is passed as a pilot's value (`within_sd=`); likewise in an unbalanced
 repetition where no base drew 2 seeds (counted). `--reps` defaults to 4,000 there. Issue 33's
-target: compare_nested at most 6.5 % in every cell.
+target: compare_nested at most 6.5 % in every cell. With `--nested --runs DIR` (one configuration
+on several bases, e.g. `snakemake --cores all results/aa/report.html --config base_seeds='[0, 1,
+2, 3, 4, 5, 6, 7]' seeds='[1, 2, 3, 4]'`): each repetition splits every base's seeds at random
+into two arms paired within the base, the same four rates on real runs.
 
 Procedures: `bootstrap` (the percentile bootstrap of the paired differences, what the gains
 table used before `compare_paired`) and `compare_paired` (Student-t on the paired differences,
@@ -209,6 +213,70 @@ def nested_table(reps: int, seed: int, limit: float = 0.065) -> list[str]:
     return lines
 
 
+def runs_by_base(runs: Path) -> dict[int, np.ndarray]:
+    """Final held-out accuracies (points) of the finished runs under `runs`, by base model (the
+    base seed of each run id: `grpo-base3-seed2` is base 3)."""
+    from grpo_research.studies import base_of
+
+    out: dict[int, list[float]] = {}
+    for s in sorted(runs.glob("*/summary.json")):
+        acc = json.loads(s.read_text()).get("final_accuracy")
+        if acc is None:
+            raise SystemExit(f"error: {s}: no final_accuracy")
+        out.setdefault(base_of(s.parent.name), []).append(100 * float(acc))
+    if len(out) < 2:
+        raise SystemExit(f"error: runs under {runs} are on {len(out)} base model(s); --nested needs at least 2")
+    return {b: np.array(v) for b, v in sorted(out.items())}
+
+
+def split_within_bases(by_base: dict[int, np.ndarray], rng: np.random.Generator):
+    """Arms a and b (values) and the base of each pair: every base's runs in a random order, the
+    first floor(S/2) to a, the next floor(S/2) to b, paired in that order."""
+    a, b, groups = [], [], []
+    for g, v in by_base.items():
+        k = len(v) // 2
+        perm = rng.permutation(len(v))
+        a += list(v[perm[:k]])
+        b += list(v[perm[k:2 * k]])
+        groups += [g] * k
+    return a, b, groups
+
+
+def nested_runs_cell(by_base: dict[int, np.ndarray], reps: int, rng: np.random.Generator) -> dict:
+    """A/A on real runs nested in bases: each repetition splits every base's seeds at random into
+    two arms of floor(S/2) runs, pairs them within the base, and tests arm a - arm b with
+    `compare_nested` (groups: the bases) and `compare_paired` (the pairs as independent). The
+    arms share every base, so the true effect is 0 on every base: the prediction interval should
+    cover 0 and nothing is base-dependent."""
+    hits = {"compare_nested": 0, "compare_paired": 0, "prediction coverage": 0, "base_dependent": 0}
+    for _ in range(reps):
+        a, b, groups = split_within_bases(by_base, rng)
+        s = nested_summary(a, b, groups)
+        _, lo_p, hi_p = compare_paired(a, b)
+        hits["compare_nested"] += s["low"] > 0 or s["high"] < 0
+        hits["compare_paired"] += lo_p > 0 or hi_p < 0
+        hits["prediction coverage"] += s["pred_low"] <= 0 <= s["pred_high"]
+        hits["base_dependent"] += s["base_dependent"]
+    return {k: (h / reps, math.sqrt((h / reps) * (1 - h / reps) / reps)) for k, h in hits.items()}
+
+
+def nested_runs_table(runs: Path, reps: int, seed: int) -> list[str]:
+    by_base = runs_by_base(runs)
+    counts = sorted({len(v) for v in by_base.values()})
+    if counts[0] < 2:
+        raise SystemExit(f"error: every base needs at least 2 runs to split into two arms; one has {counts[0]}")
+    arm = np.array([v.mean() for v in by_base.values()])
+    within = np.sqrt(np.mean([v.var(ddof=1) for v in by_base.values()]))
+    r = nested_runs_cell(by_base, reps, np.random.default_rng(seed))
+    cells = "  ".join(f"{k} {100 * p:5.2f} % +- {100 * se:.2f}" for k, (p, se) in r.items())
+    return [f"# A/A on real runs nested in base models: {runs}, {len(by_base)} bases x "
+            f"{'-'.join(map(str, counts))} seeds; per-base means {arm.min():.1f}-{arm.max():.1f} % (SD "
+            f"{arm.std(ddof=1):.1f} points), pooled within-base SD of a run {within:.1f} points",
+            f"# {reps} repetitions, each a random split of every base's seeds into two arms paired within the "
+            "base (the repetitions reuse the same runs: the Monte-Carlo error understates the uncertainty)",
+            f"  real  G={len(by_base)}  {cells}"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=Path, help="a folder of finished runs of one configuration (else: simulated)")
@@ -222,9 +290,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="simulated runs nested in base models: compare_nested against compare_paired (issue 33)")
     a = ap.parse_args(argv)
     if a.nested:
-        if a.runs is not None:
-            ap.error("--nested simulates only: a real-data cell waits for pilot runs on several base models")
-        for line in nested_table(a.reps or 4000, a.seed):
+        lines = (nested_runs_table(a.runs, a.reps or 4000, a.seed) if a.runs is not None
+                 else nested_table(a.reps or 4000, a.seed))
+        for line in lines:
             print(line, flush=True)
         return 0
     if a.reps is None:

@@ -13,6 +13,10 @@ A study (`experiments/<name>.yaml`, schema `workflow/schemas/study.schema.yaml`)
   pipeline builds (`base_models` of the workflow config) has base seeds;
 - `compare` (optional): the study's primary comparisons, pairs of its variants
   `[[grpo, ppo-lam0.95], ...]`, fixed before its runs; its report opens with them;
+- `within_base_sd` (optional): a pilot's within-base SD in points per compared pair,
+  `{from: "<where it was measured>", "grpo - ppo-lam0.95": 1.7}`; the report uses it for the
+  variance components of a pair whose own runs cannot estimate one (one seed per base) and
+  says so;
 - `budget_samples`: generated completions per run, the same for every run, converted per run
   to `train.steps = budget_samples / (rollout.prompts_per_step x algo.group_size)` from the
   run's resolved config (method presets included), so G sweeps compare at equal samples;
@@ -135,6 +139,7 @@ class Study:
     benchmark_base: bool = False  # the base model is evaluated on `benchmarks` too
     base_seeds: list[int] = field(default_factory=lambda: [0])  # every arm runs on each of these bases
     compare: list[list[str]] = field(default_factory=list)  # the primary comparisons (pairs of variants)
+    within_base_sd: dict[str, float] = field(default_factory=dict)  # a pilot's, points, by "a - b"
 
     def run(self, run_id: str) -> RunSpec:
         for r in self.runs:
@@ -419,12 +424,20 @@ def expand_study(
         if unknown and not only_methods:  # only_methods may leave a compared variant out
             raise StudyError(f"{where}: compare[{i}]: {', '.join(map(repr, unknown))} is not a variant of the "
                              f"study ({', '.join(variants)})")
+    within = dict(raw.get("within_base_sd") or {})
+    within.pop("from", None)
+    named = {f"{a} - {b}" for a, b in compare}
+    for key in within:
+        if key not in named:
+            raise StudyError(f"{where}: within_base_sd: {key!r} is not a compared pair (compare: "
+                             f"{', '.join(sorted(named)) or 'none'})")
     compare = [p for p in compare if all(v in variants for v in p)]
     return Study(name=name, path=Path(path) if path else None, description=str(raw.get("description", "")).strip(),
                  default=bool(raw.get("default", False)), model=model, budget_samples=budget, seeds=seed_list,
                  benchmarks=benchmarks, runs=runs, raw=raw,
                  benchmark_seeds=list(bench_seeds) if bench_seeds is not None else list(seed_list),
-                 benchmark_base=bool(raw.get("benchmark_base", False)), base_seeds=base_list, compare=compare)
+                 benchmark_base=bool(raw.get("benchmark_base", False)), base_seeds=base_list, compare=compare,
+                 within_base_sd={k: float(v) for k, v in within.items()})
 
 
 def benchmark_of(entry: str, opts: dict | None) -> str:

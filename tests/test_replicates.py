@@ -173,3 +173,41 @@ def test_the_atlas_tests_a_claim_on_per_base_means(replicated):
     assert gain["n_seeds"] == 4
     expected = [PPO[u] + DIFF[u] - BASE_ACC[u[0]] for u in sorted(DIFF) if u[0] != 1]
     assert gain["effect"] == pytest.approx(sum(expected) / 4)
+
+
+def test_one_seed_per_base_takes_the_pilots_within_base_sd(replicated, tmp_path):
+    """Seed 1 only: per-base GRPO - PPO 0.10, 0.02, 0.06 (mean 0.06, var of the means 0.0016).
+    The runs cannot estimate a within-base SD; the study file's pilot value 2 points gives
+    tau^2 = 0.0016 - 0.02^2 / 1 = 0.0012 (tau 0.034641), se sqrt(0.0016 / 3) = 0.023094 and a
+    new base 0.06 +- t(0.975, 1) 12.706205 x sqrt(0.0012 + 0.000533) = +-0.529000."""
+    import shutil
+
+    runs, _ = replicated
+    one = tmp_path / "one_seed"
+    for r in load_study_runs(runs):
+        if r.seed == 1:
+            shutil.copytree(r.path, one / r.run_id)
+    study = tmp_path / "one_seed.yaml"
+    spec = {"description": "one seed per base", "budget_samples": 256, "seeds": [1], "base_seeds": [0, 1, 2],
+            "methods": ["grpo", "ppo"], "control": False, "compare": [["grpo", "ppo-lam0.95"]]}
+    study.write_text(yaml.safe_dump(spec))
+    aggregate_study(one, tmp_path / "without", study="one_seed", study_file=study, n_boot=200)
+    row = pd.read_csv(tmp_path / "without" / "variance.csv").query("metric == 'heldout (trainer)'").iloc[0]
+    assert math.isnan(row["within_base_sd"]) and math.isnan(row["pred_low"]) and "no pilot value" in row["note"]
+    study.write_text(yaml.safe_dump({**spec, "within_base_sd": {"from": "the pilot of test", "grpo - ppo-lam0.95": 2.0}}))
+    aggregate_study(one, tmp_path / "with", study="one_seed", study_file=study, n_boot=200)
+    row = pd.read_csv(tmp_path / "with" / "variance.csv").query("metric == 'heldout (trainer)'").iloc[0]
+    assert row["within_base_sd"] == pytest.approx(0.02) and row["between_base_sd"] == pytest.approx(0.034641, abs=1e-6)
+    assert (row["pred_low"], row["pred_high"]) == pytest.approx((0.06 - 0.529000, 0.06 + 0.529000), abs=1e-5)
+    assert "the within-base SD is the pilot's (the pilot of test)" in row["note"]
+    assert row["mean_diff"] == pytest.approx(0.06)  # the mean and its interval do not use the pilot
+
+
+def test_a_pilot_sd_for_a_pair_the_study_does_not_compare_is_refused(tmp_path):
+    from grpo_research.studies import StudyError, expand_study
+
+    spec = {"description": "x", "budget_samples": 256, "seeds": [1], "control": False,
+            "methods": ["grpo", {"method": "ppo", "set": {"ppo.lam": 0.95}}],
+            "compare": [["grpo", "ppo-lam0.95"]], "within_base_sd": {"from": "a pilot", "grpo - dpo": 1.0}}
+    with pytest.raises(StudyError, match=r"within_base_sd: 'grpo - dpo' is not a compared pair"):
+        expand_study(spec, name="x")

@@ -197,7 +197,7 @@ def test_bases_for_power_is_the_per_base_mean_t_test():
     assert hits / reps == pytest.approx(power_one_sided(g, 1.0, sd), abs=0.04)
 
 
-def test_aa_calibration_nested_mode_runs_and_refuses_real_runs(tmp_path):
+def test_aa_calibration_nested_mode_runs_on_simulated_and_real_runs(tmp_path):
     import subprocess
     import sys
     from pathlib import Path
@@ -207,5 +207,39 @@ def test_aa_calibration_nested_mode_runs_and_refuses_real_runs(tmp_path):
     assert ok.returncode == 0, ok.stderr
     rows = [line for line in ok.stdout.splitlines() if "compare_nested" in line and not line.startswith("#")]
     assert len(rows) == 36 and "seeds=1 (pilot)" in ok.stdout and "t3  interaction   9  G=8" in ok.stdout
+    import json
+
+    rng = np.random.default_rng(1)
+    for b in range(3):  # 3 bases x 4 seeds of one configuration: base effects of 10 points
+        for s in range(1, 5):
+            run = tmp_path / (f"grpo-seed{s}" if b == 0 else f"grpo-base{b}-seed{s}")
+            run.mkdir()
+            acc = 0.2 + 0.1 * b + rng.normal(0, 0.02)
+            (run / "summary.json").write_text(json.dumps({"final_accuracy": acc}))
+    real = subprocess.run([sys.executable, script, "--nested", "--runs", str(tmp_path), "--reps", "50"],
+                          capture_output=True, text=True)
+    assert real.returncode == 0, real.stderr
+    assert "3 bases x 4 seeds" in real.stdout and "  real  G=3  compare_nested" in real.stdout
+    for run in tmp_path.glob("grpo-base*"):  # one base model left: no nested test
+        (run / "summary.json").unlink()
     bad = subprocess.run([sys.executable, script, "--nested", "--runs", str(tmp_path)], capture_output=True, text=True)
-    assert bad.returncode != 0 and "waits for pilot runs" in bad.stderr
+    assert bad.returncode != 0 and "on 1 base model(s); --nested needs at least 2" in bad.stderr
+
+
+def test_the_real_aa_cell_splits_seeds_within_each_base():
+    """Runs of base g are 100 g + {0, 1, 2, 3}: a pair within a base differs by at most 3, one
+    across bases by at least 97; every run is used once; 5 runs on a base make 2 pairs."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import aa_calibration as AA
+
+    by_base = {0: np.array([0.0, 1, 2, 3]), 1: np.array([100.0, 101, 102, 103, 104]), 2: np.array([200.0, 201])}
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        a, b, groups = AA.split_within_bases(by_base, rng)
+        assert groups == [0, 0, 1, 1, 2]
+        assert all(abs(x - y) <= 4 for x, y in zip(a, b))
+        assert all(100 * g <= x < 100 * g + 5 for x, g in zip(a + b, groups + groups))
+        assert len(set(a + b)) == len(a + b) == 10

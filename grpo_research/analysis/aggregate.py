@@ -204,23 +204,30 @@ def comparisons(final: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def paired_difference(a: list[float], b: list[float], bases: list[int]) -> dict[str, Any]:
+def paired_difference(a: list[float], b: list[float], bases: list[int],
+                      within_sd: float | None = None) -> dict[str, Any]:
     """a - b paired by (base, seed): on two or more bases `stats.nested_summary` (the interval
     over per-base means, G - 1 df, the between- and within-base SDs, the prediction interval for
     a new base and `base_dependent`), else `stats.compare_paired` over the seeds of the one base
-    (`nested` False: the interval covers RL seeds only). `shown`: the interval excludes 0."""
+    (`nested` False: the interval covers RL seeds only). `shown`: the interval excludes 0.
+    `within_sd` (a pilot's, same units as a and b): used only where the runs cannot estimate
+    a within-base SD (one seed per base); `within_source` says which was used."""
     n_bases = len(set(bases))
     nan = float("nan")
     if n_bases >= 2:
         ns = nested_summary(a, b, bases)
+        if within_sd is not None and ns["within_source"] == "none":
+            ns = nested_summary(a, b, bases, within_sd=within_sd)
         out = {"mean": ns["mean"], "low": ns["low"], "high": ns["high"], "nested": True, "n_bases": n_bases,
                "between_sd": ns["between_sd"], "within_sd": ns["within_sd"], "pred_low": ns["pred_low"],
-               "pred_high": ns["pred_high"], "base_dependent": bool(ns["base_dependent"])}
+               "pred_high": ns["pred_high"], "base_dependent": bool(ns["base_dependent"]),
+               "within_source": ns["within_source"]}
     else:
         mean, low, high = compare_paired(a, b)
         out = {"mean": mean, "low": low, "high": high, "nested": False, "n_bases": n_bases,
                "between_sd": nan, "within_sd": float(np.std(np.subtract(a, b), ddof=1)) if len(a) >= 2 else nan,
-               "pred_low": nan, "pred_high": nan, "base_dependent": False}
+               "pred_low": nan, "pred_high": nan, "base_dependent": False,
+               "within_source": "pooled" if len(a) >= 2 else "none"}
     out["shown"] = bool(out["low"] > 0 or out["high"] < 0)
     return out
 
@@ -637,14 +644,17 @@ VARIANCE_COLUMNS = ["comparison", "a", "b", "metric", "n_bases", "n_seeds", "n_r
                     "between_base_sd", "within_base_sd", "pred_low", "pred_high", "verdict", "note"]
 
 
-def variance_table(final: pd.DataFrame, pairs: list[list[str]]) -> pd.DataFrame:
+def variance_table(final: pd.DataFrame, pairs: list[list[str]], pilot_within: dict[str, float] | None = None,
+                   pilot_from: str = "") -> pd.DataFrame:
     """Per compared pair (a, b) and metric (benchmark of `final`): a - b paired by (base, seed)
     (`paired_difference`), its interval, the between-base SD (method x base interaction), the
     within-base SD (seed noise), the 95 % prediction interval of a new base's true difference and
     the verdict (difference shown / no difference shown / base-dependent). A value that cannot be
     estimated is nan with a `note` saying why (one base model: no between-base SD and no
     prediction interval; one seed per base: no within-base SD, so no between-base SD either;
-    fewer than 3 bases: no prediction interval)."""
+    fewer than 3 bases: no prediction interval). `pilot_within`: a pilot's within-base SD
+    (points) by comparison ("a - b", the study file's `within_base_sd`, measured `pilot_from`),
+    used for a pair with one seed per base and named in its note."""
     rows = []
     for bench, g in final.groupby("benchmark", sort=False):
         recs = {r["variant"]: r for r in g.to_dict("records") if r["interval"] == "seeds"}
@@ -663,14 +673,20 @@ def variance_table(final: pd.DataFrame, pairs: list[list[str]]) -> pd.DataFrame:
                              "within_base_sd": math.nan, "pred_low": math.nan, "pred_high": math.nan,
                              "verdict": "n/a", "note": "fewer than 2 runs paired by (base, seed)"})
                 continue
-            p = paired_difference([va[u] for u in common], [vb[u] for u in common], bases)
+            given = (pilot_within or {}).get(row["comparison"])
+            p = paired_difference([va[u] for u in common], [vb[u] for u in common], bases,
+                                  within_sd=None if given is None else given / 100)
             notes = []
             if not p["nested"]:
                 notes.append("one base model: the interval covers RL seeds only; no between-base SD, no prediction "
                              "interval")
+            elif p["within_source"] == "given":
+                notes.append(f"one seed per base: the within-base SD is the pilot's ({pilot_from or 'the study file'}"
+                             "), not this study's")
             elif math.isnan(p["within_sd"]):
-                notes.append("one seed per base: the within-base SD is not estimable here (the variance pilot's is "
-                             "in benchmarks/RESULTS.md), so neither is the between-base SD nor the prediction interval")
+                notes.append("one seed per base and no pilot value for this pair (the study file's within_base_sd): "
+                             "the within-base SD is not estimable here, so neither is the between-base SD nor the "
+                             "prediction interval")
             elif row["n_bases"] < 3:
                 notes.append("fewer than 3 bases: no prediction interval (t with bases - 2 df)")
             rows.append({**row, "mean_diff": p["mean"], "low": p["low"], "high": p["high"],

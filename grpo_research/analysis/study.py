@@ -51,6 +51,15 @@ def study_compare(study_file: str | Path | None) -> list[list[str]]:
     return [list(p) for p in (safe_load(Path(study_file).read_text()) or {}).get("compare") or []]
 
 
+def study_pilot_within(study_file: str | Path | None) -> tuple[dict[str, float], str]:
+    """A study file's `within_base_sd` (points by "a - b") and where it was measured."""
+    if not study_file or not Path(study_file).exists():
+        return {}, ""
+    raw = dict((safe_load(Path(study_file).read_text()) or {}).get("within_base_sd") or {})
+    source = str(raw.pop("from", "") or "")
+    return {str(k): float(v) for k, v in raw.items()}, source
+
+
 def replicate_cost(runs: list) -> dict[str, float] | None:
     """Core-seconds of one run (training steps x threads, mean over runs; process start and
     evaluation excluded) and of one base-model build (its recorded seconds, counted at one
@@ -98,7 +107,9 @@ def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None 
     final = final_table(list(base_runs.values()) + runs, (["base model"] if base_runs else []) + variants,
                         n_boot=n_boot, seed=seed)
     compare = [p for p in study_compare(study_file) if all(v in variants for v in p)]
-    variance = variance_table(final, compare or [[a, b] for i, a in enumerate(variants) for b in variants[i + 1:]])
+    pilot_within, pilot_from = study_pilot_within(study_file)
+    variance = variance_table(final, compare or [[a, b] for i, a in enumerate(variants) for b in variants[i + 1:]],
+                              pilot_within, pilot_from)
     write_text_atomic(out / "variance.csv", variance.to_csv(index=False, na_rep="nan"))
     question = question_markdown(variance, compare, replicate_cost(runs)) if compare else ""
     cost = cost_table(runs, variants)
