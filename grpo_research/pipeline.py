@@ -22,6 +22,7 @@ from typing import Any, Iterable
 from grpo_research import studies as S
 from grpo_research.config import load_config
 from grpo_research.errors import ConfigError
+from grpo_research.provenance import KERNEL_FAMILIES, NATIVE, kernel_env_prefix
 
 HPO_PREFIX = "hpo-"  # the study `hpo-<search>`: a search's reruns of its best config and of the defaults
 RERUN_KINDS = ("default", "best")
@@ -176,26 +177,45 @@ class Pipeline:
                 raise PipelineError(f"study file invalid: {e}") from None
         return self._raw[name]
 
-    def model_path(self, model: str, base: int = 0) -> str:
+    def model_path(self, model: str, base: int = 0, kernels: str = NATIVE) -> str:
         """`model` of a study or search: a base model of `base_models` (built by build_base_model
-        into <runs>/_base/<name>, or <runs>/_base/<name>-base<b> for base seed b != 0) or a hub
-        name / checkpoint dir given as is."""
+        into <runs>/_base/<name>, or <runs>/_base/<name>-base<b> for base seed b != 0, with
+        `-k<family>` off the native kernels) or a hub name / checkpoint dir given as is."""
         if model in self.config["base_models"]:
-            return f"{self.runs}/_base/{model}{S.base_suffix(base)}"
+            return f"{self.runs}/_base/{model}{S.base_suffix(base, kernels)}"
         return model
 
-    def base_inputs(self, model: str, base: int = 0) -> list[str]:
-        return [f"{self.model_path(model, base)}/base_info.json"] if model in self.config["base_models"] else []
+    def base_inputs(self, model: str, base: int = 0, kernels: str = NATIVE) -> list[str]:
+        return ([f"{self.model_path(model, base, kernels)}/base_info.json"] if model in self.config["base_models"]
+                else [])
+
+    def _base_dir(self, name: str) -> tuple[str, int, str]:
+        """(model, base seed, kernel family) of a base model dir name of build_base_model."""
+        m = re.fullmatch(r"(?P<model>.+?)(?:-base(?P<base>\d+))?(?:-k(?P<k>[a-z0-9]+))?", name)
+        if name in self.config["base_models"]:
+            return name, 0, NATIVE
+        model, base, kernels = m["model"], int(m["base"] or 0), m["k"] or NATIVE
+        if model not in self.config["base_models"]:
+            raise PipelineError(f"no base model {model!r} in base_models ({', '.join(self.config['base_models'])})")
+        if kernels not in KERNEL_FAMILIES:
+            raise PipelineError(f"base model {name!r}: no kernel family {kernels!r} ({', '.join(KERNEL_FAMILIES)})")
+        return model, base, kernels
 
     def base_model_overrides(self, name: str) -> list[str]:
         """`grpo-research sft` overrides of the base model dir `name` of build_base_model:
-        `<model>` (its base_models entry) or `<model>-base<b>` (the same, with base.seed=b)."""
-        m = re.fullmatch(r"(?P<model>.+?)(?:-base(?P<base>\d+))?", name)
-        model, base = (name, 0) if name in self.config["base_models"] else (m["model"], int(m["base"] or 0))
-        if model not in self.config["base_models"]:
-            raise PipelineError(f"no base model {model!r} in base_models ({', '.join(self.config['base_models'])})")
+        `<model>` (its base_models entry) or `<model>-base<b>` (the same, with base.seed=b);
+        `-k<family>` changes no override but the kernels it builds on (`base_model_env`)."""
+        model, base, _ = self._base_dir(name)
         extra = [S.override("base.seed", base)] if base else []
         return [*(self.config["base_models"][model].get("overrides") or []), *extra]
+
+    def base_model_env(self, name: str) -> str:
+        """The shell prefix that builds base model dir `name` on its kernel family ("" if native)."""
+        return kernel_env_prefix(self._base_dir(name)[2])
+
+    def run_env(self, study_name: str, run_id: str) -> str:
+        """The shell prefix of every job of a run (training, evaluation): its kernel family's variables."""
+        return kernel_env_prefix(S.kernels_of(run_id))
 
     def study_base_seeds(self, raw: dict) -> list[int] | None:
         """The base seeds of a study: `--config base_seeds` for a study whose base model the pipeline
@@ -210,11 +230,14 @@ class Pipeline:
             model = raw.get("model", "tiny-arith")
             given = self.study_base_seeds(raw)
             base_seeds = given or raw.get("base_seeds") or [0]
+            kernels = [k for k in raw.get("kernels") or [NATIVE] if k in KERNEL_FAMILIES]  # studies checks them
             built = model in self.config["base_models"]
+            paths: dict = {b: self.model_path(model, b) for b in base_seeds}
+            paths.update({(b, k): self.model_path(model, b, k) for b in base_seeds for k in kernels if k != NATIVE})
             try:
                 expanded = S.expand_study(
                     raw, name, path=self.study_files[name], model_path=self.model_path(model),
-                    base_paths={b: self.model_path(model, b) for b in base_seeds} if built else None,
+                    base_paths=paths if built else None,
                     run_overrides=self.config.get("run_overrides") or [], tracking=self.config["tracking"],
                     threads=self.resources["train"]["threads"], only_methods=self.config.get("only_methods") or None,
                     seeds=self.config.get("seeds") or None, base_seeds=given,
@@ -541,14 +564,15 @@ class Pipeline:
             if study is None or S.seed_of(run_id) in study.benchmark_seeds:  # on every base
                 out += [f"{self.runs}/{name}/{run_id}/eval/{b}.json" for b in benchmarks]
         if study is not None and study.benchmark_base:
-            out += [self.base_eval_path(name, b, base) for base in study.base_seeds for b in benchmarks]
+            out += [self.base_eval_path(name, b, base, k) for base in study.base_seeds for k in study.kernels
+                    for b in benchmarks]
         return out
 
-    def base_eval_path(self, name: str, benchmark: str, base: int = 0) -> str:
-        """<runs>/<study>/_base_model[-base<b>]/eval/<benchmark>.json: base model b's evaluation."""
-        return f"{self.runs}/{name}/{S.BASE_EVAL_DIR}{S.base_suffix(base)}/eval/{benchmark}.json"
+    def base_eval_path(self, name: str, benchmark: str, base: int = 0, kernels: str = NATIVE) -> str:
+        """<runs>/<study>/_base_model[-base<b>][-k<family>]/eval/<benchmark>.json: base model b's evaluation."""
+        return f"{self.runs}/{name}/{S.BASE_EVAL_DIR}{S.base_suffix(base, kernels)}/eval/{benchmark}.json"
 
-    def base_eval_args(self, name: str, benchmark: str, base: int = 0) -> list[Any]:
+    def base_eval_args(self, name: str, benchmark: str, base: int = 0, kernels: str = NATIVE) -> list[Any]:
         """`grpo-research eval` of a study's base model on a benchmark, posed as its runs pose
         their prompts (the first run's task.prompt_format, system prompt and examples) and, unless
         the benchmark sets max_new_tokens, generating as long as its runs' evaluations do (the
@@ -560,19 +584,21 @@ class Pipeline:
         t = cfg.task
         if base not in study.base_seeds:
             raise PipelineError(f"study {name!r} has no base seed {base} (base_seeds {study.base_seeds})")
-        model = self.model_path(study.model, base)
+        if kernels not in study.kernels:
+            raise PipelineError(f"study {name!r} has no kernel family {kernels!r} (kernels {study.kernels})")
+        model = self.model_path(study.model, base, kernels)
         own = (self.study_benchmarks(name).get(benchmark) or {}).get("max_new_tokens") is not None
         length = [] if own else ["--max-new-tokens", cfg.rollout.max_new_tokens]
         return ["--checkpoint", model, "--prompt-format", t.prompt_format, "--system-prompt", t.system_prompt,
                 "--few-shot", t.few_shot, *length, *self.entry_args(name, benchmark)]
 
-    def base_eval_inputs(self, name: str, base: int = 0) -> list[str]:
-        return self.base_inputs(self.study(name).model, base)
+    def base_eval_inputs(self, name: str, base: int = 0, kernels: str = NATIVE) -> list[str]:
+        return self.base_inputs(self.study(name).model, base, kernels)
 
     def run_base_inputs(self, study_name: str, run_id: str) -> list[str]:
-        """The base model a run of a study trains from (its base seed's)."""
+        """The base model a run of a study trains from (its base seed's, on its kernel family)."""
         spec = self.study(study_name).run(run_id)
-        return self.base_inputs(spec.model, spec.base)
+        return self.base_inputs(spec.model, spec.base, spec.kernels)
 
     def report_args(self, name: str) -> list[Any]:
         """Arguments of `grpo-research report study` for a study."""

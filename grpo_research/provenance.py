@@ -33,6 +33,25 @@ MACHINE_KEYS = ("cpu", "cpu_capability", "kernels", "accelerator", "torch", "tra
 # environment variables that choose the CPU kernels (read once, when the libraries load)
 KERNEL_VARS = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
 NATIVE = "native"
+# The kernel families a study can name (`kernels: [native, avx2]`, grpo_research.studies): the
+# variables the pipeline sets for every job of a run on that family (its base build, training and
+# evaluations). avx2 sets all four: the combination that changes the most kernels here (matrix
+# products, exp and softmax; benchmarks/RESULTS.md, "kernel families on one CPU"). On a CPU
+# without AVX-512 it may equal native; the runs' recorded `kernels` and `cpu_capability` say.
+KERNEL_FAMILIES: dict[str, dict[str, str]] = {
+    NATIVE: {},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+             "ONEDNN_MAX_CPU_ISA": "AVX2"},
+}
+
+
+def kernel_env_prefix(family: str) -> str:
+    """The shell prefix that runs a command on kernel family `family`: `env VAR=value ... ` ("" for
+    native, which leaves the caller's environment as it is: a run records what it ran on)."""
+    if family not in KERNEL_FAMILIES:
+        raise UsageError(f"kernel family {family!r} is not one of {', '.join(KERNEL_FAMILIES)}")
+    env = KERNEL_FAMILIES[family]
+    return ("env " + " ".join(f"{k}={v}" for k, v in env.items()) + " ") if env else ""
 
 
 def kernel_settings(environ: Mapping[str, str] | None = None) -> dict[str, str] | str:

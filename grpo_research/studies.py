@@ -13,6 +13,13 @@ A study (`experiments/<name>.yaml`, schema `workflow/schemas/study.schema.yaml`)
   pipeline builds (`base_models` of the workflow config) has base seeds;
 - `compare` (optional): the study's primary comparisons, pairs of its variants
   `[[grpo, ppo-lam0.95], ...]`, fixed before its runs; its report opens with them;
+- `kernels` (default `[native]`): kernel families (grpo_research.provenance.KERNEL_FAMILIES),
+  a fixed block crossed with the bases: every arm runs on every (base, family), and every job
+  of a run on family `avx2` (its base model's build into `<model>[-base<b>]-kavx2`, training,
+  evaluations) runs with that family's variables set, recorded in its `environment`; run ids
+  of a family other than native carry it (`grpo-base2-kavx2-seed1`). Runs pair by (base,
+  family, seed); the tests stay on per-base means (the families averaged within a base: the
+  base seed is the random factor) and the report gives the difference on each family too;
 - `within_base_sd` (optional): a pilot's within-base SD in points per compared pair,
   `{from: "<where it was measured>", "grpo - ppo-lam0.95": 1.7}`; the report uses it for the
   variance components of a pair whose own runs cannot estimate one (one seed per base) and
@@ -73,6 +80,7 @@ from typing import Any
 
 from grpo_research.config import load_config, load_yaml
 from grpo_research.errors import ConfigError
+from grpo_research.provenance import KERNEL_FAMILIES, NATIVE
 from grpo_research.typed_config import safe_dump, safe_load
 
 # short names of swept keys in run ids; any other key uses its last component
@@ -89,7 +97,9 @@ SHORT_NAMES = {
     "optim.lr": "lr",
     "critic.lr": "vlr",
 }
-SEED_SUFFIX = re.compile(r"(?:-base(\d+))?-seed(-?\d+)$")  # group 1: the base (absent: 0), 2: the seed
+# group 1: the base (absent: 0), 2: the kernel family (absent: native), 3: the seed
+SEED_SUFFIX = re.compile(r"(?:-base(\d+))?(?:-k(" + "|".join(re.escape(k) for k in KERNEL_FAMILIES if k != NATIVE)
+                         + r"))?-seed(-?\d+)$")
 CONTROL_METHOD = "sft_control"
 WALL_BUDGET_FILE = "wall_budget.json"  # written into an equal-wall-time control's run dir
 BASE_EVAL_DIR = "_base_model"  # <runs>/<study>/_base_model/eval/<benchmark>.json: the base model's evaluations
@@ -117,6 +127,7 @@ class RunSpec:
     model: str  # the study's `model` entry (base model name or hub name / path)
     tags: list[str] = field(default_factory=list)
     base: int = 0  # the base seed: the run trains from base model `base` of the study's model
+    kernels: str = NATIVE  # the kernel family of every job of the run (and of its base model's build)
     # equal-wall-time control: trains as long as the longest of these runs (same study) trained,
     # at the seconds per step its equal-samples twin `wall_probe` measured (see `train-wall`)
     wall_match: list[str] = field(default_factory=list)
@@ -140,6 +151,7 @@ class Study:
     base_seeds: list[int] = field(default_factory=lambda: [0])  # every arm runs on each of these bases
     compare: list[list[str]] = field(default_factory=list)  # the primary comparisons (pairs of variants)
     within_base_sd: dict[str, float] = field(default_factory=dict)  # a pilot's, points, by "a - b"
+    kernels: list[str] = field(default_factory=lambda: [NATIVE])  # kernel families, a fixed block
 
     def run(self, run_id: str) -> RunSpec:
         for r in self.runs:
@@ -194,7 +206,13 @@ def variant_of(run_id: str) -> str:
 
 def seed_of(run_id: str) -> int | None:
     m = SEED_SUFFIX.search(run_id)
-    return int(m.group(2)) if m else None
+    return int(m.group(3)) if m else None
+
+
+def kernels_of(run_id: str) -> str:
+    """The kernel family of a run id (`native` when the id names none: `grpo-seed1`)."""
+    m = SEED_SUFFIX.search(run_id)
+    return m.group(2) if m and m.group(2) is not None else NATIVE
 
 
 def base_of(run_id: str) -> int:
@@ -203,15 +221,16 @@ def base_of(run_id: str) -> int:
     return int(m.group(1)) if m and m.group(1) is not None else 0
 
 
-def run_id_of(variant: str, base: int, seed: int) -> str:
+def run_id_of(variant: str, base: int, seed: int, kernels: str = NATIVE) -> str:
     """`grpo`, 0, 1 -> `grpo-seed1` (base 0 keeps the ids of studies before base seeds);
-    `grpo`, 2, 1 -> `grpo-base2-seed1`."""
-    return f"{variant}-seed{seed}" if base == 0 else f"{variant}-base{base}-seed{seed}"
+    `grpo`, 2, 1 -> `grpo-base2-seed1`; `grpo`, 2, 1, `avx2` -> `grpo-base2-kavx2-seed1`."""
+    return f"{variant}{base_suffix(base, kernels)}-seed{seed}"
 
 
-def base_suffix(base: int) -> str:
-    """What base b adds to the name of its base model dir (and base-model evaluation dir)."""
-    return "" if base == 0 else f"-base{base}"
+def base_suffix(base: int, kernels: str = NATIVE) -> str:
+    """What base b on kernel family `kernels` adds to the name of its base model dir (and
+    base-model evaluation dir): "" for base 0 on native kernels, `-base2`, `-kavx2`, `-base2-kavx2`."""
+    return ("" if base == 0 else f"-base{base}") + ("" if kernels == NATIVE else f"-k{kernels}")
 
 
 # ---------------------------------------------------------------- loading
@@ -313,7 +332,18 @@ def expand_study(
         raise StudyError(f"{where}: base_seeds {base_list}: model {raw.get('model', 'tiny-arith')!r} is not a base "
                          "model the pipeline builds (base_models of the workflow config), so it has no base seeds "
                          "other than 0; drop base_seeds")
-    paths = {b: (base_paths or {}).get(b, model_path) for b in base_list}
+    kernel_list = list(raw.get("kernels") or [NATIVE])
+    unknown = [k for k in kernel_list if k not in KERNEL_FAMILIES]
+    if unknown or len(set(kernel_list)) != len(kernel_list):
+        raise StudyError(f"{where}: kernels must be distinct kernel families of {', '.join(KERNEL_FAMILIES)}, got "
+                         f"{kernel_list}")
+    if kernel_list != [NATIVE] and base_paths is None:
+        raise StudyError(f"{where}: kernels {kernel_list}: model {raw.get('model', 'tiny-arith')!r} is not a base "
+                         "model the pipeline builds (base_models of the workflow config), so it cannot be built on "
+                         "another kernel family; drop kernels")
+    # base model of each (base seed, kernel family): base_paths keys b (native) or (b, family)
+    paths = {(b, k): (base_paths or {}).get(b if k == NATIVE else (b, k), model_path if k == NATIVE else None)
+             for b in base_list for k in kernel_list}
     entries = _method_entries(raw, where)
     if only_methods:
         entries = [e for e in entries if e["method"] in only_methods]
@@ -328,15 +358,15 @@ def expand_study(
     runs: list[RunSpec] = []
     seen: dict[str, str] = {}
 
-    def make_run(method: str, variant: str, base_seed: int, seed: int, settings: dict[str, Any],
+    def make_run(method: str, variant: str, base_seed: int, kernels: str, seed: int, settings: dict[str, Any],
                  point: dict[str, Any], **extra: Any) -> RunSpec:
-        run_id = run_id_of(variant, base_seed, seed)
+        run_id = run_id_of(variant, base_seed, seed, kernels)
         if run_id in seen or SEED_SUFFIX.sub("", run_id) != variant:
             raise StudyError(f"{where}: two runs would share the id {run_id!r}; give a method entry a 'name'")
         seen[run_id] = run_id
         base = [override("method", method), override("seed", seed)]
-        if paths[base_seed] is not None:
-            base.append(override("model.name_or_path", paths[base_seed]))
+        if paths[base_seed, kernels] is not None:
+            base.append(override("model.name_or_path", paths[base_seed, kernels]))
         base += [override(k, v) for k, v in fixed.items()]
         base += list(run_overrides or [])
         base += [override(k, v) for k, v in settings.items()]
@@ -360,6 +390,8 @@ def expand_study(
         tags = [f"{k}={format_value(v)}" for k, v in {**settings, **point}.items()] + list(extra.pop("tags", []))
         if base_seed != 0:  # base 0's config stays what it was before base seeds (its run dirs still count)
             tags.append(f"base={base_seed}")
+        if kernels != NATIVE:
+            tags.append(f"kernels={kernels}")
         tail += [override("tracking.group", name), override("tracking.tags", tags),
                  override("tracking.progress", False)]
         for key in ("wandb", "project"):
@@ -372,7 +404,7 @@ def expand_study(
             raise StudyError(f"{where}: run {run_id}: {e}") from None
         return RunSpec(study=name, run_id=run_id, variant=variant, method=method, seed=seed,
                        swept={**settings, **point}, overrides=overrides, steps=steps, samples_per_step=per_step,
-                       model=model, tags=tags, base=base_seed, **extra)
+                       model=model, tags=tags, base=base_seed, kernels=kernels, **extra)
 
     for entry in entries:
         overlap = set(entry["set"]) & (set(entry["grid"]) | set(study_grid)) or set(entry["grid"]) & set(study_grid)
@@ -383,9 +415,8 @@ def expand_study(
             names = short_names(list(swept))
             label = entry["name"] or entry["method"]
             variant = "-".join([id_value(label), *(f"{names[k]}{id_value(v)}" for k, v in swept.items())])
-            for b in base_list:
-                for seed in seed_list:
-                    runs.append(make_run(entry["method"], variant, b, seed, entry["set"], point))
+            for b, k, seed in itertools.product(base_list, kernel_list, seed_list):
+                runs.append(make_run(entry["method"], variant, b, k, seed, entry["set"], point))
 
     # The supervised control (issue: RL gains must be read against it): continued SFT from the
     # same base model, not crossed with the study's grid (it samples nothing), once at the
@@ -396,14 +427,15 @@ def expand_study(
     listed = any(e["method"] == CONTROL_METHOD for e in entries)
     if control and not listed and (not only_methods or CONTROL_METHOD in only_methods):
         rl_runs = list(runs)
-        for b, seed in itertools.product(base_list, seed_list):
-            twin = make_run(CONTROL_METHOD, CONTROL_METHOD, b, seed, {}, {}, tags=["control=equal_samples"])
+        for b, k, seed in itertools.product(base_list, kernel_list, seed_list):
+            twin = make_run(CONTROL_METHOD, CONTROL_METHOD, b, k, seed, {}, {}, tags=["control=equal_samples"])
             runs.append(twin)
             if control == "equal_samples":
                 continue
-            runs.append(make_run(CONTROL_METHOD, f"{CONTROL_METHOD}-wall", b, seed, {}, {},
+            runs.append(make_run(CONTROL_METHOD, f"{CONTROL_METHOD}-wall", b, k, seed, {}, {},
                                  tags=["control=equal_wall_time"],
-                                 wall_match=[r.run_id for r in rl_runs if r.seed == seed and r.base == b],
+                                 wall_match=[r.run_id for r in rl_runs
+                                             if r.seed == seed and r.base == b and r.kernels == k],
                                  wall_probe=twin.run_id))
     benchmarks = {k: dict(v or {}) for k, v in (raw.get("benchmarks") or {}).items()}
     for entry, opts in benchmarks.items():
@@ -437,7 +469,7 @@ def expand_study(
                  benchmarks=benchmarks, runs=runs, raw=raw,
                  benchmark_seeds=list(bench_seeds) if bench_seeds is not None else list(seed_list),
                  benchmark_base=bool(raw.get("benchmark_base", False)), base_seeds=base_list, compare=compare,
-                 within_base_sd={k: float(v) for k, v in within.items()})
+                 within_base_sd={k: float(v) for k, v in within.items()}, kernels=kernel_list)
 
 
 def benchmark_of(entry: str, opts: dict | None) -> str:

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from grpo_research.analysis.load import Run, label_base
+from grpo_research.analysis.load import Run, label_base, label_kernels
+from grpo_research.provenance import KERNEL_FAMILIES, NATIVE
 from grpo_research.analysis.stats import (N_BOOT, bootstrap_columns, bootstrap_mean_ci, compare_paired,
                                           intervals_overlap, nested_summary)
 
@@ -77,7 +78,7 @@ def by_variant(runs: list[Run], order: list[str] | None = None) -> dict[str, lis
     for r in runs:
         out[r.variant].append(r)
     for v in out:
-        out[v].sort(key=lambda r: (r.base, r.seed if r.seed is not None else 0))
+        out[v].sort(key=lambda r: (r.base, r.kernels, r.seed if r.seed is not None else 0))
     return out
 
 
@@ -640,7 +641,7 @@ def gains_markdown(gains: pd.DataFrame) -> str:
 
 
 # ---------------------------------------------------------------- replicates: variance and the study's question
-VARIANCE_COLUMNS = ["comparison", "a", "b", "metric", "n_bases", "n_seeds", "n_runs", "mean_diff", "low", "high",
+VARIANCE_COLUMNS = ["comparison", "a", "b", "metric", "kernels", "n_bases", "n_seeds", "n_runs", "mean_diff", "low", "high",
                     "between_base_sd", "within_base_sd", "pred_low", "pred_high", "verdict", "note"]
 
 
@@ -663,37 +664,50 @@ def variance_table(final: pd.DataFrame, pairs: list[list[str]], pilot_within: di
                 continue
             va, vb = _per_seed(recs[a]), _per_seed(recs[b])
             common = [u for u in va if u in vb]
-            row = {"comparison": f"{a} - {b}", "a": a, "b": b, "metric": bench, "n_runs": len(common)}
-            bases = [label_base(u) for u in common]
-            per_base = sorted({bases.count(x) for x in set(bases)})
-            row.update(n_bases=len(set(bases)), n_seeds="-".join(map(str, sorted({per_base[0], per_base[-1]})))
-                       if per_base else "0")
-            if len(common) < 2:
-                rows.append({**row, "mean_diff": math.nan, "low": math.nan, "high": math.nan, "between_base_sd": math.nan,
-                             "within_base_sd": math.nan, "pred_low": math.nan, "pred_high": math.nan,
-                             "verdict": "n/a", "note": "fewer than 2 runs paired by (base, seed)"})
-                continue
-            given = (pilot_within or {}).get(row["comparison"])
-            p = paired_difference([va[u] for u in common], [vb[u] for u in common], bases,
-                                  within_sd=None if given is None else given / 100)
-            notes = []
-            if not p["nested"]:
-                notes.append("one base model: the interval covers RL seeds only; no between-base SD, no prediction "
-                             "interval")
-            elif p["within_source"] == "given":
-                notes.append(f"one seed per base: the within-base SD is the pilot's ({pilot_from or 'the study file'}"
-                             "), not this study's")
-            elif math.isnan(p["within_sd"]):
-                notes.append("one seed per base and no pilot value for this pair (the study file's within_base_sd): "
-                             "the within-base SD is not estimable here, so neither is the between-base SD nor the "
-                             "prediction interval")
-            elif row["n_bases"] < 3:
-                notes.append("fewer than 3 bases: no prediction interval (t with bases - 2 df)")
-            rows.append({**row, "mean_diff": p["mean"], "low": p["low"], "high": p["high"],
-                         "between_base_sd": p["between_sd"], "within_base_sd": p["within_sd"],
-                         "pred_low": p["pred_low"], "pred_high": p["pred_high"], "verdict": difference_verdict(p),
-                         "note": "; ".join(notes)})
+            families = [k for k in KERNEL_FAMILIES if k in {label_kernels(u) for u in common}]
+            given = (pilot_within or {}).get(f"{a} - {b}")
+            blocks = [(families[0] if len(families) == 1 else ("all" if families else NATIVE), common)]
+            if len(families) > 1:  # a fixed block: the difference on each kernel family as well
+                blocks += [(k, [u for u in common if label_kernels(u) == k]) for k in families]
+            for kernels, units in blocks:
+                rows.append(_variance_row(a, b, bench, kernels, units, va, vb, given, pilot_from))
     return pd.DataFrame(rows, columns=VARIANCE_COLUMNS)
+
+
+def _variance_row(a: str, b: str, bench: str, kernels: str, common: list[str], va: dict, vb: dict,
+                  given: float | None, pilot_from: str) -> dict[str, Any]:
+    """One row of `variance_table`: a - b over the (base, seed) cells `common`."""
+    row = {"comparison": f"{a} - {b}", "a": a, "b": b, "metric": bench, "kernels": kernels, "n_runs": len(common)}
+    bases = [label_base(u) for u in common]
+    per_base = sorted({bases.count(x) for x in set(bases)})
+    row.update(n_bases=len(set(bases)), n_seeds="-".join(map(str, sorted({per_base[0], per_base[-1]})))
+               if per_base else "0")
+    if len(common) < 2:
+        return {**row, "mean_diff": math.nan, "low": math.nan, "high": math.nan, "between_base_sd": math.nan,
+                "within_base_sd": math.nan, "pred_low": math.nan, "pred_high": math.nan,
+                "verdict": "n/a", "note": "fewer than 2 runs paired by (base, seed)"}
+    p = paired_difference([va[u] for u in common], [vb[u] for u in common], bases,
+                          within_sd=None if given is None else given / 100)
+    notes = []
+    if kernels == "all":
+        notes.append("kernel families averaged within each base (the tests stay on per-base means)" if p["nested"]
+                     else "the kernel families' runs of the one base taken as paired runs")
+    if not p["nested"]:
+        notes.append("one base model: the interval covers RL seeds only; no between-base SD, no prediction "
+                     "interval")
+    elif p["within_source"] == "given":
+        notes.append(f"one seed per base: the within-base SD is the pilot's ({pilot_from or 'the study file'}"
+                     "), not this study's")
+    elif math.isnan(p["within_sd"]):
+        notes.append("one seed per base and no pilot value for this pair (the study file's within_base_sd): "
+                     "the within-base SD is not estimable here, so neither is the between-base SD nor the "
+                     "prediction interval")
+    elif row["n_bases"] < 3:
+        notes.append("fewer than 3 bases: no prediction interval (t with bases - 2 df)")
+    return {**row, "mean_diff": p["mean"], "low": p["low"], "high": p["high"],
+            "between_base_sd": p["between_sd"], "within_base_sd": p["within_sd"],
+            "pred_low": p["pred_low"], "pred_high": p["pred_high"], "verdict": difference_verdict(p),
+            "note": "; ".join(notes)}
 
 
 def question_markdown(variance: pd.DataFrame, pairs: list[list[str]], cost: dict[str, float] | None = None) -> str:
@@ -708,20 +722,23 @@ def question_markdown(variance: pd.DataFrame, pairs: list[list[str]], cost: dict
     lines = ["## The study's question", ""]
     if variance.empty:
         return "\n".join(lines + ["_No finished runs of the compared variants._", ""]) + "\n"
+    blocked = set(variance.loc[variance["kernels"] == "all", "comparison"]) if "kernels" in variance else set()
     for _, r in variance.iterrows():
+        block = r.get("kernels", NATIVE)
+        on_block = f", on kernel family {block} alone" if r["comparison"] in blocked and block != "all" else ""
         if r["verdict"] == "n/a":
-            lines.append(f"- **{r['comparison']}** ({r['metric']}): {r['note']}")
+            lines.append(f"- **{r['comparison']}** ({r['metric']}{on_block}): {r['note']}")
             continue
         on = (f"{r['n_bases']} base models x {r['n_seeds']} seeds, compare_nested" if r["n_bases"] >= 2
-              else f"one base model, {r['n_runs']} seeds, compare_paired: the interval covers RL seeds only")
+              else f"one base model, {r['n_runs']} paired runs, compare_paired: the interval covers RL seeds only")
         pred = (f"; a new base model: [{_pp(r['pred_low'])}, {_pp(r['pred_high'])}]"
                 if not math.isnan(r["pred_low"]) else "")
         sds = f"; between-base SD {_p1(r['between_base_sd'])}, within-base SD {_p1(r['within_base_sd'])} points"
         note = f" ({r['note']})" if isinstance(r["note"], str) and r["note"] else ""
-        lines.append(f"- **{r['comparison']}** ({r['metric']}): {100 * r['mean_diff']:+.1f} points "
+        lines.append(f"- **{r['comparison']}** ({r['metric']}{on_block}): {100 * r['mean_diff']:+.1f} points "
                      f"[{_pp(r['low'])}, {_pp(r['high'])}] ({on}){pred}{sds}: **{r['verdict']}**{note}")
         within = r["within_base_sd"]
-        if r["n_bases"] >= 2 and not math.isnan(r["between_base_sd"]) and not math.isnan(within):
+        if r["n_bases"] >= 2 and not math.isnan(r["between_base_sd"]) and not math.isnan(within) and not on_block:
             plans = []
             for dist in (0.02, 0.04):
                 best = None

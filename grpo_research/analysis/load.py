@@ -13,7 +13,8 @@ from grpo_research.errors import UsageError
 from grpo_research.tracking import read_metrics
 from grpo_research.typed_config import safe_load
 
-from grpo_research.studies import base_of, seed_of, variant_of  # `<variant>[-base<b>]-seed<N>`
+from grpo_research.provenance import KERNEL_FAMILIES, NATIVE
+from grpo_research.studies import base_of, kernels_of, seed_of, variant_of  # `<variant>[-base<b>][-k<family>]-seed<N>`
 
 
 @dataclass
@@ -28,16 +29,17 @@ class Run:
     evals: list[dict[str, Any]]  # metrics rows with eval/accuracy
     benchmarks: dict[str, dict[str, Any]] = field(default_factory=dict)  # eval/<name>.json summaries
     base: int = 0  # the base seed of the run's base model (grpo_research.studies: base_seeds)
+    kernels: str = NATIVE  # the kernel family its jobs ran on (grpo_research.studies: kernels)
 
     @property
-    def unit(self) -> tuple[int, int | None]:
-        """What pairs runs of two arms: (base, seed)."""
-        return (self.base, self.seed)
+    def unit(self) -> tuple:
+        """What pairs runs of two arms: (base, seed), and (base, seed, family) off the native kernels."""
+        return (self.base, self.seed) if self.kernels == NATIVE else (self.base, self.seed, self.kernels)
 
     @property
     def label(self) -> str:
         """The unit as the tables write it (`unit_label`)."""
-        return unit_label(self.base, self.seed)
+        return unit_label(self.base, self.seed, self.kernels)
 
     @property
     def method(self) -> str:
@@ -50,18 +52,31 @@ class Run:
         return json.loads(f.read_text()) if f.exists() else None
 
 
-def unit_label(base: int, seed: int | None) -> str:
+def unit_label(base: int, seed: int | None, kernels: str = NATIVE) -> str:
     """(base, seed) as a table cell: the seed alone on base 0 (the tables of studies before base
-    seeds), `b<base>s<seed>` on another base, `b<base>` for a base model's own evaluation."""
+    seeds), `b<base>s<seed>` on another base, `b<base>` for a base model's own evaluation;
+    `b<base>k<family>s<seed>` off the native kernels."""
+    if kernels != NATIVE:
+        return f"b{base}k{kernels}" + ("" if seed is None else f"s{seed}")
     if base == 0:
         return str(seed)
     return f"b{base}" if seed is None else f"b{base}s{seed}"
 
 
+_LABEL = re.compile(r"b(\d+)(?:k(" + "|".join(re.escape(k) for k in KERNEL_FAMILIES if k != NATIVE)
+                    + r"))?(?:s-?\d+)?")
+
+
 def label_base(label: str) -> int:
-    """The base of a `unit_label` cell."""
-    m = re.fullmatch(r"b(\d+)(?:s-?\d+)?", label)
+    """The base of a `unit_label` cell (the group of the nested tests)."""
+    m = _LABEL.fullmatch(label)
     return int(m.group(1)) if m else 0
+
+
+def label_kernels(label: str) -> str:
+    """The kernel family of a `unit_label` cell."""
+    m = _LABEL.fullmatch(label)
+    return m.group(2) if m and m.group(2) else NATIVE
 
 
 def _damaged(f: Path, why: str) -> UsageError:
@@ -103,7 +118,7 @@ def load_run(path: str | Path) -> Run:
                path=path, config=config,
                summary=summary, train=[r for r in rows if r.get("step_s") is not None],
                evals=[r for r in rows if r.get("eval/accuracy") is not None], benchmarks=benchmarks,
-               base=base_of(path.name))
+               base=base_of(path.name), kernels=kernels_of(path.name))
 
 
 def load_study_runs(study_dir: str | Path, only_finished: bool = True) -> list[Run]:

@@ -216,11 +216,15 @@ def variance_html(variance: pd.DataFrame, compare: list[list[str]] | None = None
         return "<p class=muted>No pair of variants with runs paired by (base, seed).</p>"
     keep = {f"{a} - {b}" for a, b in compare} if compare else None
     rows, classes = [], []
+    blocked = set(variance.loc[variance["kernels"] == "all", "comparison"]) if "kernels" in variance else set()
     for _, r in variance.iterrows():
         if keep is not None and r["comparison"] not in keep:
             continue
         verdict = str(r["verdict"])
-        rows.append([html.escape(str(r["comparison"])), html.escape(str(r["metric"])),
+        block = str(r.get("kernels", "native"))
+        metric = str(r["metric"]) + (f" (kernels {block} alone)" if r["comparison"] in blocked and block != "all"
+                                     else "")
+        rows.append([html.escape(str(r["comparison"])), html.escape(metric),
                      f"{r['n_bases']} x {html.escape(str(r['n_seeds']))}",
                      f"{_pts(r['mean_diff'])} <span class=muted>[{_pts(r['low'])}, {_pts(r['high'])}]</span>",
                      f"[{_pts(r['pred_low'])}, {_pts(r['pred_high'])}]", _pts(r["between_base_sd"], False),

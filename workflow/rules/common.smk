@@ -8,6 +8,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from grpo_research.pipeline import Pipeline, PipelineError, alternation, q
+from grpo_research.provenance import KERNEL_FAMILIES, NATIVE, kernel_env_prefix
 
 
 def planned(fn):
@@ -47,6 +48,9 @@ wall_inputs = planned(P.wall_inputs)
 train_threads = planned(P.train_threads)
 run_base_inputs = planned(P.run_base_inputs)
 base_model_overrides = planned(P.base_model_overrides)
+base_model_env = planned(P.base_model_env)
+run_env = planned(P.run_env)
+KERNEL_SUFFIX = "|".join(k for k in KERNEL_FAMILIES if k != NATIVE)  # run ids' and base dirs' -k<family>
 
 
 @planned
@@ -60,16 +64,22 @@ def eval_args(study_name, benchmark):
 
 
 @planned
-def base_eval_args(study_name, benchmark, base=0):
-    return q(P.base_eval_args(study_name, benchmark, base))
+def base_eval_args(study_name, benchmark, base=0, kernels=NATIVE):
+    return q(P.base_eval_args(study_name, benchmark, base, kernels))
 
 
 base_eval_inputs = planned(P.base_eval_inputs)
 
 
 def base_of_suffix(suffix):
-    """`-base3` -> 3, `` -> 0 (the {suffix} of _base_model{suffix}: a base seed's evaluations)."""
-    return int(suffix.removeprefix("-base") or 0)
+    """`-base3` -> 3, `-base3-kavx2` -> 3, `` -> 0 (the {suffix} of _base_model{suffix}: a base
+    seed's evaluations)."""
+    return int(suffix.split("-k")[0].removeprefix("-base") or 0)
+
+
+def kernels_of_suffix(suffix):
+    """`-base3-kavx2` -> avx2, `-base3` -> native."""
+    return suffix.split("-k")[1] if "-k" in suffix else NATIVE
 
 
 @planned

@@ -22,13 +22,14 @@ rule evaluate_run:
         cli=CLI,
         run_dir=lambda wc: f"{RUNS}/{wc.study}/{wc.run_id}",
         args=lambda wc: eval_args(wc.study, wc.benchmark),
+        env=lambda wc: run_env(wc.study, wc.run_id),
         batch=config["evaluate"]["batch_size"],
     threads: RES["evaluate"]["threads"]
     resources:
         mem_mb=RES["evaluate"]["mem_mb"],
         runtime=RES["evaluate"]["runtime"],
     shell:
-        "{params.cli} eval --checkpoint {params.run_dir} "
+        "{params.env}{params.cli} eval --checkpoint {params.run_dir} "
         "--out {output} --threads {threads} --batch-size {params.batch} {params.args} > {log} 2>&1"
 
 
@@ -37,7 +38,7 @@ rule evaluate_base:
     runs pose their prompts, into runs/<study>/_base_model/eval/<benchmark>.json (base seed b
     != 0: _base_model-base<b>/)."""
     input:
-        lambda wc: base_eval_inputs(wc.study, base_of_suffix(wc.suffix)),
+        lambda wc: base_eval_inputs(wc.study, base_of_suffix(wc.suffix), kernels_of_suffix(wc.suffix)),
     output:
         f"{RUNS}/{{study}}/_base_model{{suffix}}/eval/{{benchmark}}.json",
     log:
@@ -47,15 +48,16 @@ rule evaluate_base:
     wildcard_constraints:
         study=alternation(STUDY_FILES),
         benchmark=r"[A-Za-z0-9_]+",
-        suffix=r"(?:-base[0-9]+)?",  # base seed b != 0; empty for base 0
+        suffix=rf"(?:-base[0-9]+)?(?:-k(?:{KERNEL_SUFFIX}))?",  # base seed b != 0, kernel family; empty for base 0
     params:
         cli=CLI,
-        args=lambda wc: base_eval_args(wc.study, wc.benchmark, base_of_suffix(wc.suffix)),
+        args=lambda wc: base_eval_args(wc.study, wc.benchmark, base_of_suffix(wc.suffix), kernels_of_suffix(wc.suffix)),
+        env=lambda wc: kernel_env_prefix(kernels_of_suffix(wc.suffix)),
         batch=config["evaluate"]["batch_size"],
     threads: RES["evaluate"]["threads"]
     resources:
         mem_mb=RES["evaluate"]["mem_mb"],
         runtime=RES["evaluate"]["runtime"],
     shell:
-        "{params.cli} eval --out {output} --threads {threads} "
+        "{params.env}{params.cli} eval --out {output} --threads {threads} "
         "--batch-size {params.batch} {params.args} > {log} 2>&1"

@@ -28,9 +28,10 @@ rule train_run:
     params:
         cli=CLI,
         command=lambda wc: train_command(wc.study, wc.run_id),
+        env=lambda wc: run_env(wc.study, wc.run_id),  # its kernel family's variables ("" if native)
     threads: lambda wc: train_threads(wc.study, wc.run_id)
     resources:
         mem_mb=RES["train"]["mem_mb"],
         runtime=RES["train"]["runtime"],
     shell:
-        "{params.cli} {params.command} > {log} 2>&1"
+        "{params.env}{params.cli} {params.command} > {log} 2>&1"
