@@ -156,3 +156,16 @@ def test_the_analysis_pairs_by_family_tests_per_base_and_reports_each_family(tmp
     assert "kernel families averaged within each base" in v.loc["all", "note"]
     assert pd.isna(v.loc["native", "within_base_sd"]) and v.loc["all", "within_base_sd"] == pytest.approx(0.014142,
                                                                                                           abs=1e-6)
+
+
+def test_base_model_evaluations_are_kept_per_family(tmp_path):
+    """_base_model-base1-kavx2 is base 1 on avx2, not base 1: the report lists each apart."""
+    from grpo_research.analysis.study import base_model_runs
+
+    for name, acc in (("_base_model", 0.20), ("_base_model-base1", 0.25), ("_base_model-base1-kavx2", 0.30)):
+        (tmp_path / name / "eval").mkdir(parents=True)
+        (tmp_path / name / "eval" / "arith.json").write_text(json.dumps({"pass@1": acc, "n_problems": 100}))
+    found = base_model_runs(tmp_path)
+    assert list(found) == [0, 1, (1, "avx2")]
+    assert found[(1, "avx2")].benchmarks["arith"]["pass@1"] == 0.30 and found[1].benchmarks["arith"]["pass@1"] == 0.25
+    assert [r.label for r in found.values()] == ["None", "b1", "b1kavx2"]

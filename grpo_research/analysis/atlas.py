@@ -166,7 +166,7 @@ def arm_values(arm: dict[str, str], metric: str, runs: dict[str, list[Run]], bas
     entry, _, which = metric.partition(":")
     vals, counts = {}, {}
     for u in partner.values:  # each run pairs with the evaluation of its own base model
-        base = found.get(u[0])
+        base = found.get(u[0] if len(u) == 2 else (u[0], u[2]))  # its base seed's, on its kernel family
         if base is None or entry not in base.benchmarks:
             continue
         v, n = _bench_value(base.benchmarks[entry], which or None)

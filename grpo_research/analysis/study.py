@@ -15,33 +15,37 @@ from grpo_research.provenance import base_model_environments, environments_markd
 from grpo_research.typed_config import safe_load
 
 
-def base_model_run(runs_dir: Path, base: int = 0):
-    """Base model `base`'s evaluations (<runs>/<study>/_base_model[-base<b>]/eval/) as a Run of the
-    variant `base model` (None without them)."""
+def base_model_run(runs_dir: Path, base: int = 0, kernels: str = "native"):
+    """Base model `base`'s evaluations (<runs>/<study>/_base_model[-base<b>][-k<family>]/eval/) as a
+    Run of the variant `base model` (None without them)."""
     from grpo_research.analysis.load import load_run
 
     from grpo_research.studies import BASE_EVAL_DIR, base_suffix
 
-    d = Path(runs_dir) / f"{BASE_EVAL_DIR}{base_suffix(base)}"
+    d = Path(runs_dir) / f"{BASE_EVAL_DIR}{base_suffix(base, kernels)}"
     if not (d / "eval").is_dir() or not any((d / "eval").glob("*.json")):
         return None
     run = load_run(d)
-    run.variant, run.seed, run.config, run.base = "base model", None, {"method": "base"}, base
+    run.variant, run.seed, run.config, run.base, run.kernels = "base model", None, {"method": "base"}, base, kernels
     return run
 
 
-def base_model_runs(runs_dir: Path) -> dict[int, Any]:
-    """Every base model's evaluations of a study: base seed -> its Run (`base_model_run`)."""
+def base_model_runs(runs_dir: Path) -> dict[Any, Any]:
+    """Every base model's evaluations of a study: base seed (native kernels) or (base seed,
+    kernel family) -> its Run (`base_model_run`)."""
+    from grpo_research.provenance import KERNEL_FAMILIES, NATIVE
     from grpo_research.studies import BASE_EVAL_DIR
 
+    families = "|".join(re.escape(k) for k in KERNEL_FAMILIES if k != NATIVE)
     out = {}
     for d in sorted(Path(runs_dir).glob(f"{BASE_EVAL_DIR}*")) if Path(runs_dir).is_dir() else []:
-        m = re.fullmatch(rf"{BASE_EVAL_DIR}(?:-base(\d+))?", d.name)
+        m = re.fullmatch(rf"{BASE_EVAL_DIR}(?:-base(\d+))?(?:-k({families}))?", d.name)
         if m:
-            run = base_model_run(runs_dir, int(m.group(1) or 0))
+            kernels = m.group(2) or NATIVE
+            run = base_model_run(runs_dir, int(m.group(1) or 0), kernels)
             if run is not None:
-                out[run.base] = run
-    return dict(sorted(out.items()))
+                out[run.base if kernels == NATIVE else (run.base, kernels)] = run
+    return dict(sorted(out.items(), key=lambda kv: (kv[0], "") if isinstance(kv[0], int) else kv[0]))
 
 
 def study_compare(study_file: str | Path | None) -> list[list[str]]:
