@@ -29,8 +29,8 @@ SMALL = ["rollout.sampler=counter", "rollout.prompts_per_step=4", "algo.group_si
          "optim.lr=3e-3", "reward.weights={overlong: 1.0, format: 0.2}",
          "reward.options={overlong: {max_len: 8, cache: 7}}"]
 TORCHRUN = ["train.launcher=torchrun", "train.nproc_per_node=2"]
-COMPARED = ("samples", "tokens", "reward_mean", "reward_std", "reward/overlong", "reward/format", "frac_zero_std",
-            "loss", "kl", "entropy", "clip_frac", "grad_norm", "lr", "completion_len", "truncated_frac",
+COMPARED = ("samples", "tokens", "reward_mean", "reward_std", "reward/overlong", "reward/format", "frac_zero_std", "frac_zero_std_generated",
+            "loss", "kl", "entropy", "clip_frac", "grad_norm", "lr", "completion_len", "completion_len_std", "truncated_frac",
             "masked_frac", "eval/accuracy")
 
 

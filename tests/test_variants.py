@@ -126,6 +126,13 @@ def test_each_variant_runs_by_method_alone(tiny_model_dir, tmp_path, method):
         assert rows[-1]["samples"] == sum(8 * r["rollout_rounds"] for r in rows)
         for r in rows:  # groups generated = groups trained (at most 2) + groups dropped
             assert 2 * r["rollout_rounds"] >= r["dropped_groups"]
+        # the zero-variance share before the filter: every such group was generated, then dropped
+        zero = [r["frac_zero_std_generated"] * 2 * r["rollout_rounds"] for r in rows]
+        assert all(z == round(z) and z <= r["dropped_groups"] for z, r in zip(zero, rows))
+        assert any(z > 0 for z in zero)  # an untrained model's groups under the default reward: equal rewards
+    else:  # no filter: the share before it is the share in the update
+        assert all(r["frac_zero_std_generated"] == r["frac_zero_std"] for r in rows)
+    assert all(r["completion_len_std"] >= 0 for r in rows)
 
 
 def test_reference_reset_copies_the_policy(tiny_model_dir, tmp_path):

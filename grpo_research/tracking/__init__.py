@@ -24,11 +24,13 @@ Metric keys (training rows; evaluation rows carry `step`, `samples`, `eval/accur
 | tokens | completion tokens generated so far |
 | reward_mean, reward_std | total reward over the step's completions |
 | reward/<term> | mean of each reward term (unweighted) |
-| frac_zero_std | share of groups whose rewards are all equal (no learning signal) |
+| frac_zero_std | share of the update's groups whose rewards are all equal (no learning signal) |
+| frac_zero_std_generated | the same over every group generated in the step, before dynamic sampling drops any (equal to frac_zero_std without it) |
 | kl | mean per-token KL estimate to the reference (0 when beta = 0) |
 | clip_frac | share of completion tokens where the clipped term is active |
 | entropy | mean per-token entropy of the policy on its completions (nats) |
 | completion_len | mean completion length in tokens (EOS included) |
+| completion_len_std | population standard deviation of the completion lengths in the update (tokens) |
 | completion_len/correct, completion_len/incorrect | the same over completions the `correct` term scored 1 / below 1 (absent when none, or without that term) |
 | truncated_frac | share of completions that hit max_new_tokens without EOS |
 | masked_frac | share of completions a reward term masked (e.g. sandbox errors), left out of the loss |

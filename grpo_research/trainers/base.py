@@ -268,7 +268,7 @@ class Trainer:
         lo, hi = self.dp.shard(want)  # data parallel: this process's prompts of the step (all of them at world 1)
         sampler = {} if cfg.rollout.sampler == "torch" else {"sampler": cfg.rollout.sampler, "row_offset": lo * G}
         batches, scores, keep_rows = [], [], []
-        kept_groups = generated = dropped = 0
+        kept_groups = generated = dropped = zero_std = 0
         for round_ in range(1 + (a.max_resample_rounds if a.dynamic_sampling else 0)):
             problems = self.task.train_problems(self.data_rng, want)[lo:hi]  # every process draws the same problems
             seed = common.step_seed(cfg.seed, self.step, stream=round_)
@@ -282,6 +282,7 @@ class Trainer:
             generated += len(batch.completions)
             groups = torch.tensor(rb.total).view(-1, G)  # (prompts, G)
             rows = []
+            zero_std += int((groups == groups[:, :1]).all(dim=1).sum())  # before any group is dropped
             for g in range(groups.shape[0]):
                 if a.dynamic_sampling and (bool((groups[g] == groups[g, 0]).all()) or kept_groups >= want):
                     dropped += 1
@@ -310,7 +311,7 @@ class Trainer:
                 "was trained on this step. Fix it and rerun the same command to resume from the last checkpoint")
         batch = common.batch_to(batch, self.device)  # the vLLM backend returns CPU tensors
         info = {"generated": generated, "dropped_groups": dropped, "rollout_rounds": len(batches),
-                "generated_tokens": sum(b.completion_tokens for b in batches)}
+                "generated_tokens": sum(b.completion_tokens for b in batches), "zero_std_generated": zero_std}
         return batch, rb, info
 
     def rl_row(self, t0, t_rollout, t_end, info, batch, rb, stats, update_flops) -> dict[str, Any]:
@@ -342,8 +343,10 @@ class Trainer:
             "reward_std": rewards.std(correction=0).item() if len(rewards) else float("nan"),
             **{f"reward/{k}": _mean(v) for k, v in components.items()},
             "frac_zero_std": (groups == groups[:, :1]).all(dim=1).float().mean().item() if len(rewards) else 1.0,
+            "frac_zero_std_generated": info["zero_std_generated"] / max(info["generated"] // G, 1),
             **stats,
             "completion_len": lengths.mean().item() if len(rewards) else 0.0,
+            "completion_len_std": lengths.std(correction=0).item() if len(rewards) else 0.0,
             **lengths_by_outcome(lengths.tolist(), components.get("correct")),
             "truncated_frac": 1.0 - sum(finished) / max(len(finished), 1),
             "masked_frac": 1.0 - sum(masks) / max(len(masks), 1),
@@ -370,8 +373,10 @@ class Trainer:
         scalars = [info["generated"], info["generated_tokens"], info["dropped_groups"], flops]
         for k in means:
             scalars += [stats[k] * weights[k], weights[k]]
+        scalars.append(info["zero_std_generated"])
         cols, sums = self.dp.gather_step(cols, scalars)
-        info = {**info, "generated": int(sums[0]), "generated_tokens": int(sums[1]), "dropped_groups": int(sums[2])}
+        info = {**info, "generated": int(sums[0]), "generated_tokens": int(sums[1]), "dropped_groups": int(sums[2]),
+                "zero_std_generated": int(sums[-1])}
         stats = dict(stats)
         for i, k in enumerate(means):
             stats[k] = self.dp.combine_mean(stats[k], sums[4 + 2 * i], sums[5 + 2 * i])
