@@ -276,3 +276,21 @@ def test_score_refuses_such_a_data_file_in_one_line_and_writes_nothing(records, 
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith(f"error: {data}: {needle}"), err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_train_pool_repeats_the_same_fixed_problems_in_every_run():
+    """arith's train_pool (one-shot RLVR): every run draws from the same N problems, whatever its seed."""
+    import random
+
+    from grpo_research.tasks import get_task
+
+    one = get_task("arith", train_pool=1)
+    a = one.train_problems(random.Random(1), 8)
+    b = one.train_problems(random.Random(2), 8)
+    assert len({p.prompt for p in a + b}) == 1 and a[0].answer == str(a[0].meta["a"] + a[0].meta["b"])
+    three = get_task("arith", train_pool=3).train_problems(random.Random(0), 200)
+    assert len({p.prompt for p in three}) == 3
+    full = get_task("arith").train_problems(random.Random(0), 200)
+    assert len({p.prompt for p in full}) > 100  # without the option: the whole training distribution
+    with pytest.raises(ValueError, match="train_pool must be a positive integer"):
+        get_task("arith", train_pool=0)

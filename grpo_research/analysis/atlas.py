@@ -5,7 +5,8 @@ For each claim (`claim_row`):
 - **values**: one number per arm and seed (`metric_value`): `heldout` / `heldout_ood` the
   trainer's last held-out evaluation; a benchmark entry (`arith`, `arith_pass64`) its pass@1 from
   the run's eval file, `entry:pass@K` / `entry:maj@K` that k; `train:KEY` the mean of KEY over
-  the run's training steps. The arm `base model` is each run's own step-0 evaluation for
+  the run's training steps; `heldout_per_update` the held-out accuracy gained from step 0 to the
+  end, divided by the policy updates taken. The arm `base model` is each run's own step-0 evaluation for
   `heldout`/`heldout_ood` (paired with the other arm's run of the same seed), and the study's
   one base-model evaluation (`<runs>/<study>/_base_model/eval/`) for a benchmark entry: a
   constant, so its own evaluation noise is not in the interval (said in the row's note).
@@ -53,16 +54,17 @@ Departure: claims with `needs` (their arms are not run by any study) are listed 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from grpo_research.analysis import validity
 from grpo_research.analysis.aggregate import TRAINER_HELDOUT, TRAINER_OOD, run_scores
 from grpo_research.analysis.load import Run
-from grpo_research.analysis.stats import (ALPHA, LEVEL, benjamini_hochberg, compare_nested, compare_paired, p_above,
+from grpo_research.analysis.stats import (ALPHA, LEVEL, benjamini_hochberg, compare_nested, holm, compare_paired, p_above,
                                           p_below, seeds_for_power)
 from grpo_research.errors import UsageError
 
@@ -72,7 +74,7 @@ ACCURACY = "accuracy"  # metrics in [0, 1], shown in points
 UNITS = {"cost/model_state_mb": "MiB", "cost/peak_mem_mb": "MiB", "entropy": "nats", "kl": "nats",
          "completion_len": "tokens", "completion_len/incorrect": "tokens", "completion_len/correct": "tokens",
          "frac_zero_std": "share of groups", "step_s": "s"}
-VERDICTS = ("reproduced", "contradicted", "inconclusive", "deferred")
+VERDICTS = ("reproduced", "contradicted", "inconclusive", "not testable here", "rerun needed", "deferred")
 
 
 # ---------------------------------------------------------------- metric values
@@ -84,12 +86,16 @@ class ArmValues:
     values: dict[int, float]
     n_problems: dict[int, int] = field(default_factory=dict)  # accuracies: problems behind each value
     one_model: bool = False
+    is_base: bool = False  # the `base model` arm (no training runs of its own)
+    missing: int = 0  # runs of the arm's variant that do not record the metric
     created: list[float] = field(default_factory=list)  # creation times (s since epoch) of the runs
     runs: dict[int, Run] = field(default_factory=dict)  # seed -> the run behind each value
 
 
 def metric_unit(metric: str) -> str:
     """`accuracy` for metrics in [0, 1] read as points; else the training metric's unit."""
+    if metric == "heldout_per_update":
+        return "accuracy per update"
     if metric.startswith("train:"):
         return UNITS.get(metric[len("train:"):], "metric units")
     return ACCURACY
@@ -110,6 +116,12 @@ def metric_value(run: Run, metric: str) -> tuple[float | None, int | None]:
     if metric in ("heldout", "heldout_ood"):
         label = TRAINER_HELDOUT if metric == "heldout" else TRAINER_OOD
         return run_scores(run).get(label), (run.config.get("train") or {}).get("eval_size")
+    if metric == "heldout_per_update":  # (final - step-0 held-out accuracy) / policy updates taken
+        final, start = run_scores(run).get(TRAINER_HELDOUT), base_value(run, "heldout")
+        steps = max((r.get("step") or 0 for r in run.train), default=0)
+        if final is None or start is None or not steps:
+            return None, None
+        return (final - start) / steps, None
     if metric.startswith("train:"):
         key = metric[len("train:"):]
         xs = [r[key] for r in run.train if r.get(key) is not None]
@@ -150,6 +162,7 @@ def arm_values(arm: dict[str, str], metric: str, runs: dict[str, list[Run]], bas
             if r.variant != variant or r.seed is None:
                 continue
             v, n = metric_value(r, metric)
+            out.missing += v is None
             if v is not None:
                 out.values[r.unit], out.runs[r.unit] = float(v), r  # paired by (base, seed)
                 if n:
@@ -161,7 +174,7 @@ def arm_values(arm: dict[str, str], metric: str, runs: dict[str, list[Run]], bas
     if metric in ("heldout", "heldout_ood"):
         vals = {s: base_value(r, metric) for s, r in partner.runs.items()}
         vals = {s: float(v) for s, v in vals.items() if v is not None}
-        return ArmValues(label, vals, {s: n for s, n in partner.n_problems.items() if s in vals})
+        return ArmValues(label, vals, {s: n for s, n in partner.n_problems.items() if s in vals}, is_base=True)
     found = bases.get(study) or {}
     entry, _, which = metric.partition(":")
     vals, counts = {}, {}
@@ -174,7 +187,7 @@ def arm_values(arm: dict[str, str], metric: str, runs: dict[str, list[Run]], bas
             vals[u] = float(v)
             if n:
                 counts[u] = int(n)
-    return ArmValues(label, vals, counts, one_model=True)
+    return ArmValues(label, vals, counts, one_model=True, is_base=True)
 
 
 # ---------------------------------------------------------------- one claim
@@ -241,19 +254,37 @@ def _eval_noise_share(arms: list[ArmValues], seeds: list[int], d: np.ndarray) ->
     return math.inf if var_d == 0 else noise / var_d
 
 
-def _at_bound(row: dict[str, Any], metric: str, arms: list[ArmValues], seeds: list[int],
-              notes: list[str]) -> dict[str, Any] | None:
-    """The finished row, with no verdict, when `metric` is an accuracy and every arm's value on
-    `seeds` is 0 (its floor) or 1 (its ceiling); None when the claim can be tested."""
-    if metric_unit(metric) != ACCURACY:
+def _untestable(row: dict[str, Any], claim: dict[str, Any], arms: list[ArmValues], units: list,
+                notes: list[str]) -> dict[str, Any] | None:
+    """The finished row, outside the family, when an arm's runs lack the metric ("rerun needed")
+    or a validity check fails ("not testable here": analysis.validity); None when testable. The
+    checks read the arms' values on the units they share."""
+    metric = claim["metric"]
+    lacking = [f"{a.missing} of {a.label}'s runs" for a in arms if a.missing]
+    if lacking:
+        row.update(verdict="rerun needed", failed_precondition=f"{' and '.join(lacking)} do not record {metric}",
+                   note="; ".join(notes + ["run dirs older than the metric: rerun them (nothing is guessed)"]))
+        return row
+    shared = [replace(a, values={u: a.values[u] for u in units}) for a in arms]
+    status, lines = validity.evaluate(claim.get("validity") or [], shared, metric, metric_unit(metric) == ACCURACY)
+    if status is None:
+        row["validity"] = "; ".join(lines)
         return None
-    bound = {frozenset({0.0}): "floor", frozenset({1.0}): "ceiling"}.get(
-        frozenset(a.values[s] for a in arms for s in seeds))
-    if bound is None:
-        return None
-    row.update(effect=0.0, low=0.0, high=0.0, verdict="inconclusive", note="; ".join(notes + [
-        f"every value of every arm is {0 if bound == 'floor' else 1} (the metric's {bound}): this setting "
-        "cannot separate the arms, and more seeds would not either"]))
+    row.update(verdict=status, failed_precondition=lines[0], note="; ".join(notes + lines[1:]))
+    return row
+
+
+def _measured(row: dict[str, Any], kind: str, predicted: str | None, d: np.ndarray, delta: float,
+              margin: float | None) -> dict[str, Any]:
+    """A measurement without sampling variance (`measurement: true`, e.g. memory accounting):
+    the claim holds when it holds on every unit; outside the multiplicity family."""
+    holds = {
+        "greater": d > 0, "less": d < 0, "not_greater": d < delta, "not_less": d > -delta,
+    }.get(predicted) if kind == "difference" else np.abs(d) < margin
+    row.update(effect=float(d.mean()), low=float(d.min()), high=float(d.max()),
+               verdict="reproduced" if bool(np.all(holds)) else "contradicted",
+               note="; ".join(x for x in [row.get("note", ""), "a measurement without sampling variance, outside the "
+                                          "family: reproduced when it holds on every run (range shown)"] if x))
     return row
 
 
@@ -291,7 +322,8 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
         "margin": margin, "ratio": claim.get("ratio"), "n_seeds": 0, "effect": math.nan, "low": math.nan,
         "high": math.nan, "p_claim": math.nan, "p_contra": math.nan, "seeds_needed": None,
         "eval_noise_share": None, "p_improvement": math.nan, "p_improvement_low": math.nan,
-        "p_improvement_high": math.nan, "first_run_created": None, "note": "",
+        "p_improvement_high": math.nan, "first_run_created": None, "note": "", "n_bases": 0,
+        "failed_precondition": "", "validity": "", "positive_control": bool(claim.get("positive_control")),
     }
     if "needs" in claim:
         row.update(verdict="deferred", note=f"needs {claim['needs']}")
@@ -305,11 +337,14 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
             steps.append((seeds, d, hi, lo))
         n = min(d.size for _, d, _, _ in steps)
         row["n_seeds"] = n
+        row["n_bases"] = min(len({u[0] for u in s_}) for s_, _, _, _ in steps)
         row["first_run_created"] = min((t for v in values for t in v.created), default=None)
+        if any(v.missing for v in values):
+            return _untestable(row, claim, values, [], notes)
         if n < 2:
             row.update(verdict="inconclusive", note="fewer than 2 seeds common to the arms")
             return row
-        untestable = _at_bound(row, metric, values, sorted(set.intersection(*(set(v.values) for v in values))), notes)
+        untestable = _untestable(row, claim, values, sorted(set.intersection(*(set(v.values) for v in values))), notes)
         if untestable:
             return untestable
         p_claims = [p_above(d, 0.0, groups=_groups(s)) for s, d, _, _ in steps]
@@ -330,17 +365,23 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
     a, b = (other, plain) if base_first else (plain, other)
     seeds, d = _paired(a, b, ratio)
     row["n_seeds"] = len(seeds)
+    row["n_bases"] = len({u[0] for u in seeds})
     row["first_run_created"] = min(a.created + b.created, default=None)
     if any(v.one_model for v in (a, b)):
         notes.append("base model: one evaluation, its noise not in the interval")
     if ratio != 1.0:
         notes.append(f"per seed a - {ratio:g} x b")
+    if a.missing or b.missing:
+        return _untestable(row, claim, [a, b], [], notes)
     if len(seeds) < 2:
         row.update(verdict="inconclusive", note="; ".join(notes + ["fewer than 2 seeds common to the arms"]))
         return row
-    untestable = _at_bound(row, metric, [a, b], seeds, notes) if ratio == 1.0 else None
+    untestable = _untestable(row, claim, [a, b], seeds, notes)
     if untestable:
         return untestable
+    if claim.get("measurement"):
+        row["note"] = "; ".join(notes)
+        return _measured(row, kind, predicted, d, delta, margin)
     groups = _groups(seeds)
     if groups:
         notes.append(f"{len(set(groups))} base models: interval and tests on per-base means")
@@ -356,25 +397,58 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
 
 
 # ---------------------------------------------------------------- the atlas
-def verdicts(rows: list[dict[str, Any]], alpha: float = ALPHA) -> pd.DataFrame:
-    """The rows with Benjamini-Hochberg adjusted p-values and verdicts (see the module docstring)."""
+PROCEDURES = {"bh": "Benjamini-Hochberg within each direction (false-discovery rate)",
+              "holm": "Holm over both directions of every claim (family-wise error rate)"}
+
+
+def verdicts(rows: list[dict[str, Any]], alpha: float = ALPHA, procedure: str = "bh",
+             phase: str = "exploratory") -> pd.DataFrame:
+    """The rows with adjusted p-values and verdicts. The family: every row without a preset
+    verdict (not "not testable here", "rerun needed", a measurement, too few seeds, deferred).
+    `procedure` "bh": Benjamini-Hochberg within the `p_claim` and within the `p_contra` family
+    (the exploratory phase); "holm": Holm over the 2k p-values of both directions of the k
+    claims at once (the confirmatory phase: P(any false verdict) <= alpha under any dependence).
+    Columns added: `*_adjusted`, `verdict`, `verdict_unadjusted`, `phase`, `family`, `p_adjusted`
+    (the adjusted p behind the verdict, or "outside the family")."""
+    if procedure not in PROCEDURES:
+        raise UsageError(f"multiplicity procedure {procedure!r}: use one of {', '.join(PROCEDURES)}")
     table = pd.DataFrame(rows)
-    tested = table["verdict"].isna() if "verdict" in table else pd.Series(True, index=table.index)
     if "verdict" not in table:
         table["verdict"] = None
-    for col in ("p_claim", "p_contra"):
-        adj = benjamini_hochberg([p if t else math.nan for p, t in zip(table[col], tested)])
-        table[f"{col}_adjusted"] = adj
-    out_v, out_u = [], []
-    for _, r in table.iterrows():
-        if r["verdict"] is not None and not (isinstance(r["verdict"], float) and math.isnan(r["verdict"])):
+    control = table["positive_control"].fillna(False).astype(bool) if "positive_control" in table else False
+    tested = table["verdict"].isna() & ~control
+    pc = [p if t else math.nan for p, t in zip(table["p_claim"], tested)]
+    pn = [p if t else math.nan for p, t in zip(table["p_contra"], tested)]
+    if procedure == "bh":
+        table["p_claim_adjusted"], table["p_contra_adjusted"] = benjamini_hochberg(pc), benjamini_hochberg(pn)
+    else:
+        both = holm(pc + pn)
+        table["p_claim_adjusted"], table["p_contra_adjusted"] = both[:len(pc)], both[len(pc):]
+    out_v, out_u, fam, padj = [], [], [], []
+    for t, (_, r) in zip(tested, table.iterrows()):
+        if not t and r.get("positive_control") and pd.isna(r["verdict"]):  # tested alone: a check of the setting
+            v = _verdict(r["p_claim"], r["p_contra"], alpha)
+            out_v.append(v)
+            out_u.append(v)
+            fam.append("outside the family (positive control)")
+            padj.append("outside the family")
+            continue
+        if not t:
             out_v.append(r["verdict"])
             out_u.append(r["verdict"])
+            why = "a measurement" if "measurement without sampling variance" in str(r.get("note") or "") else r["verdict"]
+            fam.append(f"outside the family ({why})")
+            padj.append("outside the family")
             continue
-        out_v.append(_verdict(r["p_claim_adjusted"], r["p_contra_adjusted"], alpha))
+        v = _verdict(r["p_claim_adjusted"], r["p_contra_adjusted"], alpha)
+        out_v.append(v)
         out_u.append(_verdict(r["p_claim"], r["p_contra"], alpha))
-    table["verdict"] = out_v
-    table["verdict_unadjusted"] = out_u
+        fam.append(procedure)
+        p = {"reproduced": r["p_claim_adjusted"], "contradicted": r["p_contra_adjusted"]}.get(
+            v, min(r["p_claim_adjusted"], r["p_contra_adjusted"]))
+        padj.append(f"{p:.3g}")
+    table["verdict"], table["verdict_unadjusted"], table["family"], table["p_adjusted"] = out_v, out_u, fam, padj
+    table["phase"] = phase
     table.loc[table["verdict"] != "inconclusive", "seeds_needed"] = None
     both = (table["p_claim_adjusted"] <= alpha) & (table["p_contra_adjusted"] <= alpha)
     table.loc[both, "note"] = [("; ".join([n, "shown, but smaller than the smallest effect that matters"])).lstrip("; ")
@@ -406,6 +480,6 @@ def claims_commit(path: str | Path) -> dict[str, Any]:
 
 
 def build_atlas(claims: list[dict[str, Any]], runs: dict[str, list[Run]], bases: dict[str, dict[int, Run]],
-                improvement: bool = True) -> pd.DataFrame:
+                improvement: bool = True, procedure: str = "bh", phase: str = "exploratory") -> pd.DataFrame:
     """One row per claim: effect, interval, tests, adjusted verdict, seeds needed, notes."""
-    return verdicts([claim_row(c, runs, bases, improvement) for c in claims])
+    return verdicts([claim_row(c, runs, bases, improvement) for c in claims], procedure=procedure, phase=phase)

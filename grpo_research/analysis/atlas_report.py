@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_research.analysis.atlas import ACCURACY, ALPHA, POWER, build_atlas, claims_commit
+from grpo_research.analysis.atlas import ACCURACY, ALPHA, POWER, VERDICTS, build_atlas, claims_commit
 from grpo_research.errors import UsageError
 from grpo_research.provenance import base_model_environments, environments_html, environments_markdown, environments_of
 from grpo_research.files import write_text_atomic
@@ -23,10 +23,11 @@ AA_NOTE = ("A/A calibration of the paired Student-t interval (benchmarks/aa_cali
            "on 16 simulated null claims (aa_calibration.py --atlas 16, 20,000 atlases): a false 'reproduced' for "
            "2.47-2.50 % of claims unadjusted and in 2.28-2.52 % of atlases after Benjamini-Hochberg, against 33 % "
            "of atlases without it, at 3, 5 and 10 seeds.")
-COLUMNS = ["id", "verdict", "effect", "low", "high", "unit", "n_seeds", "seeds_needed", "kind", "metric", "budget",
+COLUMNS = ["id", "verdict", "phase", "n_bases", "n_seeds", "failed_precondition", "p_adjusted", "family", "effect",
+           "low", "high", "unit", "seeds_needed", "kind", "metric", "budget",
            "arms", "smallest_effect", "margin", "ratio", "p_claim", "p_claim_adjusted", "p_contra",
            "p_contra_adjusted", "verdict_unadjusted", "eval_noise_share", "p_improvement", "p_improvement_low",
-           "p_improvement_high", "first_run_created", "preregistered", "arxiv", "setting", "claim", "note"]
+           "p_improvement_high", "first_run_created", "preregistered", "validity", "arxiv", "setting", "claim", "note"]
 
 
 def load_inputs(claims_path: str | Path, studies_dir: str | Path, runs_dir: str | Path,
@@ -65,7 +66,7 @@ def unit_label(unit: str) -> str:
 
 
 def effect_text(r: dict[str, Any]) -> str:
-    if r["verdict"] == "deferred" or r["n_seeds"] < 2:
+    if r["verdict"] == "deferred" or r["n_seeds"] < 2 or pd.isna(r["effect"]):
         return "n/a"
     return f"{_num(r['effect'], r['unit'])} [{_num(r['low'], r['unit'])}, {_num(r['high'], r['unit'])}] {unit_label(r['unit'])}"
 
@@ -115,20 +116,34 @@ def prereg_summary(table: pd.DataFrame) -> str:
             "(run directories' creation times; the others say why in their note).")
 
 
+def control_text(table: pd.DataFrame) -> str:
+    """One sentence on the positive controls: the setting works, or is broken."""
+    rows = table[table["positive_control"].fillna(False).astype(bool)] if "positive_control" in table else table.iloc[:0]
+    if rows.empty:
+        return "No positive control in this atlas: nothing checks that the setting can show an effect at all."
+    failed = [r["id"] for _, r in rows.iterrows() if r["verdict"] != "reproduced"]
+    if failed:
+        return (f"POSITIVE CONTROL FAILED ({', '.join(failed)}): the setting is broken or too small to show a known "
+                "effect; read no verdict of this atlas as evidence about its claims.")
+    return (f"Positive control{'s' if len(rows) > 1 else ''} {', '.join(rows['id'])} reproduced (tested alone, outside "
+            "the family): the setting can show a known effect.")
+
+
 def atlas_markdown(table: pd.DataFrame, commit: dict[str, Any], where: str = "") -> str:
     """The atlas table; `where`: grpo_research.provenance.environments_markdown of its runs."""
     counts = table["verdict"].value_counts()
     lines = [f"# The replication atlas: {len(table)} claims", "",
-             ", ".join(f"{counts.get(v, 0)} {v}" for v in ("reproduced", "contradicted", "inconclusive", "deferred"))
-             + ".", "",
+             ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS) + ".", "", control_text(table), "",
              f"Claims file committed at `{commit.get('commit') or 'unknown'}` ({commit.get('date') or 'n/a'})"
              + (" with uncommitted changes" if commit.get("dirty") else "") + "; " + prereg_summary(table), "",
-             "| claim | verdict | effect [95 % interval] | n | seeds for 80 % power | bound | arms | metric |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| claim | verdict | phase | effect [95 % interval] | bases | n | seeds for 80 % power | bound | "
+             "adjusted p | failed precondition | arms | metric |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in table.iterrows():
         need = "" if pd.isna(r["seeds_needed"]) or r["seeds_needed"] is None else str(int(r["seeds_needed"]))
-        lines.append(f"| {r['id']} | {r['verdict']} | {effect_text(r)} | {r['n_seeds']} | {need} | {bound_text(r)} | "
-                     f"{r['arms']} | {r['metric']} |")
+        lines.append(f"| {r['id']} | {r['verdict']} | {r['phase']} | {effect_text(r)} | {r['n_bases']} | {r['n_seeds']} | "
+                     f"{need} | {bound_text(r)} | {r['p_adjusted']} | {r['failed_precondition'] or ''} | {r['arms']} | "
+                     f"{r['metric']} |")
     lines += ["", method_text(), ""] + ([where] if where else [])
     return "\n".join(lines) + "\n"
 
@@ -155,8 +170,8 @@ def atlas_html(table: pd.DataFrame, commit: dict[str, Any], forest: Path | None,
              "font-weight:bold}} .inconclusive{color:#555} .wrap{overflow-x:auto} td.claim{min-width:22em} td.note{min-width:14em} body{max-width:1400px}</style>"
              "</head><body><h1>Replication atlas</h1>"]
     parts.append(f"<p>{len(table)} published claims, each tested on its arms' runs, paired by seed: "
-                 + ", ".join(f"<b>{counts.get(v, 0)}</b> {v}" for v in ("reproduced", "contradicted", "inconclusive",
-                                                                       "deferred")) + ".</p>")
+                 + ", ".join(f"<b>{counts.get(v, 0)}</b> {v}" for v in VERDICTS) + ".</p>")
+    parts.append(f"<p><b>{html.escape(control_text(table))}</b></p>")
     c = commit.get("commit")
     parts.append("<p class=muted>Claims file (<code>experiments/claims.yaml</code>) committed at "
                  f"<code>{html.escape(c or 'unknown')}</code> on {html.escape(commit.get('date') or 'n/a')}"
@@ -183,9 +198,10 @@ def atlas_html(table: pd.DataFrame, commit: dict[str, Any], forest: Path | None,
         claim = (f"<b>{html.escape(r['id'])}</b>: {html.escape(r['claim'])}<br><span class=muted>{src}; "
                  f"{html.escape(r['kind'])}; {html.escape(r['metric'])}, {html.escape(r['budget'])}; arms "
                  f"{html.escape(r['arms'])}</span>")
-        rows.append([claim, f"<span class={r['verdict']}>{verdict}</span>", html.escape(effect_text(r)),
+        rows.append([claim, f"<span class={r['verdict'].split()[0]}>{verdict}</span>", html.escape(effect_text(r)),
                      str(r["n_seeds"]), need, html.escape(bound_text(r)), p, noise, poi,
-                     html.escape("; ".join(x for x in [str(r["note"] or ""), prereg_note(r)] if x)).replace("; ", "<br>")])
+                     html.escape("; ".join(x for x in [str(r["failed_precondition"] or ""), str(r["note"] or ""),
+                                                       prereg_note(r)] if x)).replace("; ", "<br>")])
         classes.append(["l claim", "l", "", "", "", "l", "", "", "", "l note"])
     parts.append("<h2>Claims</h2><div class=wrap>" + html_table(headers, rows, classes) + "</div>")
     parts.append(f"<h2>Method</h2><p>{html.escape(method_text())}</p>")

@@ -6,7 +6,8 @@ written down before the runs that test them.
 ids; the fields each kind needs (`difference`: `predicted`; `equivalence`: `margin`;
 `ordering`: three or more arms and no `predicted`); and, for every claim without `needs`, that
 each arm's study exists under `studies_dir` and has the variant (or is `base model`, the
-step-0 evaluation of the other arm's runs). The first problem is a `ClaimsError` naming the
+step-0 evaluation of the other arm's runs); every `validity` check is a registered one with
+its parameters (grpo_research.analysis.validity.check_spec). The first problem is a `ClaimsError` naming the
 file, the claim and the field. Verdicts: grpo_research.analysis.atlas (`snakemake atlas`).
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from grpo_research.analysis import validity
 from grpo_research.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,6 +58,12 @@ def load_claims(path: str | Path, studies_dir: str | Path | None = None) -> list
             raise ClaimsError(f"{where}: an ordering claim lists three or more arms, lowest first, and no `predicted`")
         if kind != "difference" and "ratio" in c:
             raise ClaimsError(f"{where}: `ratio` belongs to a difference claim")
+        for k, spec in enumerate(c.get("validity") or []):
+            bad = validity.check_spec(spec, len(c["arms"]), {j for j, a in enumerate(c["arms"]) if a["variant"] == BASE_ARM})
+            if bad:
+                raise ClaimsError(f"{where}: validity[{k}]: {bad}")
+        if c.get("measurement") and kind == "ordering":
+            raise ClaimsError(f"{where}: `measurement` belongs to a difference or equivalence claim")
         if "needs" in c:
             continue
         for j, arm in enumerate(c["arms"]):

@@ -236,8 +236,10 @@ def plot_passk(passk: pd.DataFrame, out_dir: str | Path, study: str, settings: d
 
 def plot_forest(table: pd.DataFrame, path: Path) -> Path | None:
     """The replication atlas (grpo_research.analysis.atlas): effect and interval of every tested
-    claim in units of its bound (smallest effect or margin), coloured by verdict."""
-    rows = table[(table["verdict"] != "deferred") & table["effect"].notna()]
+    claim in units of its bound (smallest effect or margin), coloured by verdict; claims outside
+    the multiplicity family (not testable here, rerun needed, measurements) are left out."""
+    rows = table[(table["verdict"].isin(["reproduced", "contradicted", "inconclusive"])) & table["effect"].notna()
+                 & (table["p_adjusted"] != "outside the family" if "p_adjusted" in table else True)]
     if rows.empty:
         return None
     plt = _plt()

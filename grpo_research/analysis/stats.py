@@ -265,6 +265,23 @@ def benjamini_hochberg(p: Sequence[float]) -> list[float]:
     return out.tolist()
 
 
+def holm(p: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979): rejecting the hypotheses whose adjusted
+    value is <= alpha controls the family-wise error rate at alpha under any dependence between
+    the tests. Adjusted p_(i) = max over j <= i of min(1, (m - j + 1) p_(j)), ranks from 1 in
+    ascending order. nan stays nan and does not count in m."""
+    vals = np.asarray(p, dtype=float)
+    out = np.full(vals.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(vals))
+    m = ok.size
+    if m == 0:
+        return out.tolist()
+    order = ok[np.argsort(vals[ok], kind="stable")]
+    ranked = vals[order] * (m - np.arange(m))  # (m - i + 1) p_(i) for ranks i = 1..m
+    out[order] = np.minimum(np.maximum.accumulate(ranked), 1.0)
+    return out.tolist()
+
+
 def power_one_sided(n: int, distance: float, sd: float, alpha: float = ALPHA) -> float:
     """Power of the one-sided paired t-test at level `alpha` over n seeds when the true mean
     difference lies `distance` beyond the bound on the tested side and per-seed differences have

@@ -15,6 +15,11 @@ out-of-distribution held-out split (`ood_problems`): sums of two operands of exa
 `ood_level` digits, e.g. `4821+1093=` at 4, longer than anything trained on; the trainer
 evaluates it beside the in-distribution split (`eval/accuracy_ood`).
 
+With `train_pool: N` (task option) training draws from a fixed pool of N training problems
+(drawn once from the training distribution with a seed of its own, the same for every run),
+uniformly with replacement: `train_pool: 1` is one-shot RLVR (arXiv 2504.20571), one problem
+repeated to fill every batch.
+
 Sizes: the held-out split of level d is every held-out pair below 10^d, in a fixed order:
 5 problems at level 1, 503 at level 2, 49,998 at level 3 (`heldout_size`); `heldout_problems()`
 gives the first 2,000 (all 5 or 503 at levels 1 and 2), and a request for more than the split
@@ -37,6 +42,7 @@ from grpo_research.tasks.base import Grade, Problem, TooFewProblems, register_ta
 _FORMAT = re.compile(r"^#### (-?\d+)$")
 _TRAILING = re.compile(r"(?:^|[^\d-])(-?\d+)\.?$")
 HELDOUT_SEED = 20240917
+TRAIN_POOL_SEED = 20250429  # the pool of `train_pool` problems (fixed across runs and seeds)
 DEFAULT_HELDOUT = 2000  # problems of `heldout_problems()` (fewer where the split is smaller)
 
 
@@ -86,7 +92,10 @@ class ArithTask:
     kind = "math"
 
     def __init__(self, levels=(1, 2, 3), level_weights=(0.15, 0.25, 0.6), eval_level: int = 3,
-                 withhold_solutions: bool = False, question: bool = False, ood_level: int | None = None):
+                 withhold_solutions: bool = False, question: bool = False, ood_level: int | None = None,
+                 train_pool: int | None = None):
+        if train_pool is not None and (isinstance(train_pool, bool) or not isinstance(train_pool, int) or train_pool < 1):
+            raise ValueError(f"arith option train_pool must be a positive integer (problems in the pool), got {train_pool!r}")
         if len(levels) != len(level_weights):
             raise ValueError("levels and level_weights must have the same length")
         if ood_level is not None and (isinstance(ood_level, bool) or not isinstance(ood_level, int)
@@ -102,8 +111,15 @@ class ArithTask:
         self.withhold_solutions = withhold_solutions  # reward only: training problems carry no solution
         self.question = question  # "What is 7 + 48?" (for chat models) instead of "007+048="
         self._heldout: list[Problem] | None = None
+        self.train_pool = train_pool
+        self._pool = self._draw(random.Random(TRAIN_POOL_SEED), train_pool) if train_pool else None
 
     def train_problems(self, rng: random.Random, n: int) -> list[Problem]:
+        if self._pool is not None:
+            return [rng.choice(self._pool) for _ in range(n)]
+        return self._draw(rng, n)
+
+    def _draw(self, rng: random.Random, n: int) -> list[Problem]:
         out = []
         while len(out) < n:
             level = rng.choices(self.levels, weights=self.level_weights)[0]
