@@ -5,7 +5,7 @@
 #   snakemake --cores all study_beta            # one study by name (any experiments/<name>.yaml)
 #   snakemake --cores all all_studies           # every study (one whose optional model package is missing: skipped, named)
 #   snakemake --cores all hpo                   # Optuna searches + best-vs-default reruns
-#   snakemake --cores all atlas                 # every study the claims need + the replication atlas
+#   snakemake --cores all atlas_exploratory     # every study the claims need + the exploratory atlas
 #   snakemake --cores all report --config studies='[beta, temperature]'   # reports + index
 #   snakemake --profile configs/profiles/slurm ablations                  # on a SLURM cluster
 #
@@ -45,7 +45,7 @@ include: "workflow/rules/analyze.smk"
 
 localrules:
     ablations,
-    atlas,
+    atlas_exploratory,
     report,
     hpo,
     all_studies,
@@ -76,11 +76,12 @@ rule all_studies:
         lambda wc: [report_path(s) for s in every_study()],
 
 
-rule atlas:
-    """The replication atlas: every study the claims of experiments/claims.yaml need (finished runs
-    are reused), their reports, and results/atlas/report.html with a verdict per claim."""
+rule atlas_exploratory:
+    """The exploratory atlas: every study the claims of experiments/claims.yaml need, on the bases
+    they use (finished runs are reused), their reports, and results/atlas_exploratory/report.html
+    with an exploratory verdict per claim."""
     input:
-        f"{RESULTS}/atlas/report.html",
+        f"{RESULTS}/atlas_exploratory/report.html",
 
 
 rule hpo:

@@ -395,10 +395,12 @@ class Pipeline:
             raise PipelineError(str(e)) from None
         return sorted({a["study"] for c in claims if "needs" not in c for a in c["arms"]})
 
-    def atlas_args(self) -> list[Any]:
-        """Arguments of `grpo-research report atlas`: every atlas study's current runs only."""
+    def atlas_args(self, phase: str = "exploratory") -> list[Any]:
+        """Arguments of `grpo-research report atlas`: every atlas study's current runs only, into
+        results/atlas_exploratory (the exploratory phase) or results/atlas (the confirmatory one)."""
+        out = f"{self.results}/atlas" if phase == "confirmatory" else f"{self.results}/atlas_exploratory"
         args: list[Any] = ["--claims", self.claims_path, "--studies-dir", self.config["studies_dir"],
-                           "--runs", self.runs, "--out", f"{self.results}/atlas"]
+                           "--runs", self.runs, "--out", out, "--phase", phase]
         for s in self.atlas_studies():
             args += ["--include", f"{s}={','.join(self.study_runs(s))}"]
         return args

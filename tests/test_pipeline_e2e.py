@@ -1,5 +1,5 @@
 """A miniature end-to-end pipeline run of every documented target at once, in a temp working
-directory: `snakemake --cores 2 ablations hpo atlas all_studies study_mini` on a tiny study (one
+directory: `snakemake --cores 2 ablations hpo atlas_exploratory all_studies study_mini` on a tiny study (one
 method x two seeds x a few steps, a tiny base model built by the pipeline), a one-trial Optuna
 search over a space whose lr starts at 1e-05 (its reruns and their report), one claim for the
 atlas, and a study whose model package is missing (skipped by `all_studies`). W&B is turned off
@@ -31,7 +31,7 @@ STUDY = {
     "benchmarks": {"arith": {"n": 10}, "arith_pass4": {"benchmark": "arith", "n": 4, "samples": 4, "temperature": 1.0}},
     "benchmark_base": True,
 }
-TARGETS = ("ablations", "hpo", "atlas", "all_studies", "study_mini")
+TARGETS = ("ablations", "hpo", "atlas_exploratory", "all_studies", "study_mini")
 CONFIG = {
     "base_models": {"tiny-arith": {"overrides": [
         "task.name=arith", "model.hidden_size=32", "model.num_layers=2", "model.num_heads=2",
@@ -168,9 +168,9 @@ def test_hpo_atlas_all_studies_and_a_study_target_ran_on_the_miniature_config(mi
     assert proc.returncode == 0, out[-4000:]
     assert "Traceback" not in out and "Exception" not in out
     jobs = _target_jobs(out)
-    assert {k: jobs.get(k) for k in (*TARGETS, "search_hpo", "export_hpo", "train_hpo_rerun", "report_atlas",
-                                     "report_study")} == {
-        **{t: 1 for t in TARGETS}, "search_hpo": 1, "export_hpo": 1, "train_hpo_rerun": 2, "report_atlas": 1,
+    assert {k: jobs.get(k) for k in (*TARGETS, "search_hpo", "export_hpo", "train_hpo_rerun",
+                                     "report_atlas_exploratory", "report_study")} == {
+        **{t: 1 for t in TARGETS}, "search_hpo": 1, "export_hpo": 1, "train_hpo_rerun": 2, "report_atlas_exploratory": 1,
         "report_study": 2}  # mini and hpo-grpo-arith
     # all_studies: the study of the missing package skipped with one line, naming what to install
     skipped = [line for line in out.splitlines() if "skips study" in line]
@@ -192,5 +192,5 @@ def test_hpo_atlas_all_studies_and_a_study_target_ran_on_the_miniature_config(mi
                           )["optim"]["lr"] == best["optim"]["lr"]
     assert "Optuna search grpo-arith" in (tmp_path / "results" / "hpo-grpo-arith" / "report.html").read_text()
     # atlas: the claim tested on the study's runs
-    atlas = tmp_path / "results" / "atlas"
+    atlas = tmp_path / "results" / "atlas_exploratory"
     assert (atlas / "report.html").exists() and "grpo-vs-control" in (atlas / "atlas.md").read_text()

@@ -216,8 +216,12 @@ def atlas_html(table: pd.DataFrame, commit: dict[str, Any], forest: Path | None,
     return "".join(parts)
 
 
+PHASE_PROCEDURE = {"exploratory": "bh", "confirmatory": "holm"}
+
+
 def write_atlas(claims_path: str | Path, studies_dir: str | Path, runs_dir: str | Path, out: str | Path,
-                include: dict[str, list[str]] | None = None, improvement: bool = True) -> pd.DataFrame:
+                include: dict[str, list[str]] | None = None, improvement: bool = True,
+                phase: str = "exploratory") -> pd.DataFrame:
     """atlas.csv, atlas.md, figures/forest.png and report.html into `out`; returns the table."""
     claims, runs, bases = load_inputs(claims_path, studies_dir, runs_dir, include)
     if not any(runs.values()):
@@ -226,7 +230,8 @@ def write_atlas(claims_path: str | Path, studies_dir: str | Path, runs_dir: str 
     out = Path(out)
     (out / "figures").mkdir(parents=True, exist_ok=True)
     commit = claims_commit(claims_path)
-    table = with_preregistration(build_atlas(claims, runs, bases, improvement), commit)
+    table = with_preregistration(build_atlas(claims, runs, bases, improvement, procedure=PHASE_PROCEDURE[phase],
+                                             phase=phase), commit)
     write_text_atomic(out / "atlas.csv", table.reindex(columns=COLUMNS).to_csv(index=False))
     every = [r for rs in runs.values() for r in rs]
     envs = environments_of([r.summary for r in every])

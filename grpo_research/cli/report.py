@@ -120,11 +120,13 @@ def cmd_atlas(args: argparse.Namespace) -> int:
         if not sep or not study:
             raise UsageError(f"--include {item!r}: expected STUDY=run_id,run_id,...")
         include[study] = _names(ids)
+    from grpo_research.analysis.atlas import VERDICTS
+
     table = write_atlas(args.claims, args.studies_dir or Path(args.claims).parent, args.runs, args.out,
-                        include=include or None, improvement=not args.no_improvement)
+                        include=include or None, improvement=not args.no_improvement, phase=args.phase)
     counts = table["verdict"].value_counts()
-    print(f"atlas: {len(table)} claims (" + ", ".join(f"{counts.get(v, 0)} {v}" for v in
-          ("reproduced", "contradicted", "inconclusive", "deferred")) + f") -> {Path(args.out) / 'report.html'}")
+    print(f"atlas ({args.phase}): {len(table)} claims (" + ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS)
+          + f") -> {Path(args.out) / 'report.html'}")
     return 0
 
 
@@ -161,6 +163,9 @@ def build_parser() -> Parser:
     a.add_argument("--out", required=True, help="e.g. results/atlas")
     a.add_argument("--include", action="append", help="STUDY=run_id,...: only these runs of STUDY (repeatable)")
     a.add_argument("--no-improvement", action="store_true", help="skip the probability of improvement (descriptive)")
+    a.add_argument("--phase", choices=["exploratory", "confirmatory"], default="exploratory",
+                   help="exploratory: Benjamini-Hochberg within each direction; confirmatory: Holm over both "
+                        "directions of the frozen family (experiments/atlas_freeze.json)")
     a.set_defaults(func=cmd_atlas)
     return p
 

@@ -53,19 +53,19 @@ rule render_index:
         "{params.cli} report index --results {params.results} --out {output} > {log} 2>&1"
 
 
-rule report_atlas:
-    """The replication atlas: every claim of <studies_dir>/claims.yaml tested on its studies' runs
-    (results/atlas/report.html, atlas.csv, atlas.md); the studies' reports come first, so their
-    runs and evaluations are finished."""
+rule report_atlas_exploratory:
+    """The exploratory atlas: every claim of <studies_dir>/claims.yaml tested on its studies' runs
+    on the bases they already use (results/atlas_exploratory/report.html, atlas.csv, atlas.md);
+    the studies' reports come first, so their runs and evaluations are finished."""
     input:
         claims=P.claims_path,
         reports=lambda wc: [report_path(s) for s in atlas_studies()],
     output:
-        report=f"{RESULTS}/atlas/report.html",
-        csv=f"{RESULTS}/atlas/atlas.csv",
-        md=f"{RESULTS}/atlas/atlas.md",
+        report=f"{RESULTS}/atlas_exploratory/report.html",
+        csv=f"{RESULTS}/atlas_exploratory/atlas.csv",
+        md=f"{RESULTS}/atlas_exploratory/atlas.md",
     log:
-        f"{LOGS}/report_atlas.log",
+        f"{LOGS}/report_atlas_exploratory.log",
     params:
         cli=CLI,
         args=lambda wc: atlas_args(),
