@@ -243,7 +243,7 @@ def test_cli_writes_the_atlas_and_refuses_bad_input(atlas_dir, tmp_path, capsys)
     assert "grpo-beats-ppo" in page and "data:image/png;base64," in page and "src='http" not in page
     assert (out / "figures" / "forest.png").stat().st_size > 5000
     assert "| grpo-beats-ppo | " in (out / "atlas.md").read_text()
-    assert "atlas: 9 claims" in capsys.readouterr().out
+    assert "atlas (exploratory): 9 claims" in capsys.readouterr().out
     for argv, needle in (
         (["--claims", str(exp / "nope.yaml"), "--runs", str(runs), "--out", str(out)], "no such file"),
         (["--claims", str(exp / "claims.yaml"), "--runs", str(runs), "--out", str(out), "--include", "toy"],
