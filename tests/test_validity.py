@@ -175,3 +175,18 @@ def test_a_positive_control_is_tested_alone_and_a_failed_one_says_the_setting_is
     assert t.loc["broken"].verdict == "contradicted"
     assert control_text(t.reset_index()).startswith("POSITIVE CONTROL FAILED (broken)")
     assert "reproduced" in control_text(t.reset_index().iloc[[0, 2]])
+
+
+def test_a_decision_plan_from_one_base_uses_the_pilot_s_between_base_sd(toy):
+    from grpo_research.analysis.atlas import PILOT_BETWEEN_SD
+    from grpo_research.analysis.stats import bases_for_power
+
+    exp, runs = toy
+    _write(exp, [_claim("c", ARMS)])
+    row = _table(exp, runs, improvement=False).loc["c"]
+    sd = float(__import__("numpy").std([0.10, 0.11, 0.09], ddof=1))
+    assert row.sd_diff == pytest.approx(sd) and row.between_sd == PILOT_BETWEEN_SD
+    assert row.between_source == "pilot (issue 33)"
+    assert row.bases_needed == bases_for_power(0.02, PILOT_BETWEEN_SD, sd, 1)
+    # 4 training rows of 0.1 s per run in each arm: 0.8 s of training per base
+    assert row.core_hours_needed == pytest.approx(row.bases_needed * 0.8 / 3600)

@@ -64,12 +64,17 @@ import pandas as pd
 from grpo_research.analysis import validity
 from grpo_research.analysis.aggregate import TRAINER_HELDOUT, TRAINER_OOD, run_scores
 from grpo_research.analysis.load import Run
-from grpo_research.analysis.stats import (ALPHA, LEVEL, benjamini_hochberg, compare_nested, holm, compare_paired, p_above,
-                                          p_below, seeds_for_power)
+from grpo_research.analysis.stats import (ALPHA, LEVEL, bases_for_power, benjamini_hochberg, compare_nested,
+                                          compare_paired, holm, nested_summary, p_above, p_below, seeds_for_power)
 from grpo_research.errors import UsageError
 
 BASE_ARM = "base model"
 POWER = 0.8
+# Planning value of the method x base interaction SD of an accuracy difference, for a claim whose
+# runs share one base: the variance pilot's GRPO - PPO lambda 0.95 between-base SD, 1.7 points
+# (experiments/variance_pilot.yaml; benchmarks/RESULTS.md, issue 33). Pairs of unlike methods
+# vary more between bases (GRPO - the supervised control: 13.7 points there): a floor, not a bound.
+PILOT_BETWEEN_SD = 0.017
 ACCURACY = "accuracy"  # metrics in [0, 1], shown in points
 UNITS = {"cost/model_state_mb": "MiB", "cost/peak_mem_mb": "MiB", "entropy": "nats", "kl": "nats",
          "completion_len": "tokens", "completion_len/incorrect": "tokens", "completion_len/correct": "tokens",
@@ -239,6 +244,35 @@ def _plan(kind: str, predicted: str | None, d: np.ndarray, delta: float, margin:
     return seeds_for_power(delta, sd, POWER)
 
 
+def _decision_plan(kind: str, predicted: str | None, d: np.ndarray, groups: list[int] | None, delta: float,
+                   margin: float | None, accuracy: bool, arms: list[ArmValues]) -> dict[str, Any]:
+    """What a decision would need on new base models with one seed each: `bases_needed` for 80 %
+    power at the claim's planning point (stats.bases_for_power) from the within-base SD of the
+    differences and the between-base SD (measured when the runs span >= 2 bases, else the
+    pilot's PILOT_BETWEEN_SD for an accuracy and 0 otherwise: `between_source`), and
+    `core_hours_needed`: those bases times the arms' mean training seconds per run (1 thread),
+    base-model builds and evaluations not counted."""
+    out = {"sd_diff": float(d.std(ddof=1)) if d.size >= 2 else math.nan, "between_sd": math.nan,
+           "between_source": "", "bases_needed": None, "core_hours_needed": math.nan}
+    if d.size < 2:
+        return out
+    if groups:
+        s = nested_summary(d, np.zeros_like(d), groups)
+        within, between, source = s["within_sd"], s["between_sd"], "measured"
+        if not math.isfinite(within):  # one seed per base: the spread of the per-base differences holds both
+            within, between, source = float(np.std(s["group_means"], ddof=1)), 0.0, "in the per-base spread"
+    else:
+        within, between = out["sd_diff"], (PILOT_BETWEEN_SD if accuracy else 0.0)
+        source = "pilot (issue 33)" if accuracy else "unknown (taken as 0)"
+    distance, sides = (margin, 2) if kind == "equivalence" else (delta, 1)
+    n = bases_for_power(distance, between, within, 1, POWER, sides=sides) if distance else None
+    seconds = [np.mean([sum(r.get("step_s") or 0.0 for r in run.train) for run in a.runs.values()])
+               for a in arms if a.runs]
+    out.update(between_sd=between, between_source=source, bases_needed=n,
+               core_hours_needed=(n * float(sum(seconds)) / 3600.0) if n and seconds else math.nan)
+    return out
+
+
 def _eval_noise_share(arms: list[ArmValues], seeds: list[int], d: np.ndarray) -> float | None:
     """Binomial evaluation variance of the arms over the variance of the differences (upper bound)."""
     if d.size < 2 or any(not a.n_problems for a in arms):
@@ -323,7 +357,8 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
         "high": math.nan, "p_claim": math.nan, "p_contra": math.nan, "seeds_needed": None,
         "eval_noise_share": None, "p_improvement": math.nan, "p_improvement_low": math.nan,
         "p_improvement_high": math.nan, "first_run_created": None, "note": "", "n_bases": 0,
-        "failed_precondition": "", "validity": "", "positive_control": bool(claim.get("positive_control")),
+        "failed_precondition": "", "validity": "", "sd_diff": math.nan, "between_sd": math.nan,
+        "between_source": "", "bases_needed": None, "core_hours_needed": math.nan, "positive_control": bool(claim.get("positive_control")),
     }
     if "needs" in claim:
         row.update(verdict="deferred", note=f"needs {claim['needs']}")
@@ -356,7 +391,9 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
         row.update(effect=mean, low=low, high=high, p_claim=max(p_claims),
                    p_contra=min(1.0, (len(steps)) * min(p_contras)),
                    seeds_needed=None if any(p is None for p in plans) else max(plans),
-                   eval_noise_share=_eval_noise_share([hi, lo], seeds, d))
+                   eval_noise_share=_eval_noise_share([hi, lo], seeds, d),
+                   **_decision_plan("difference", "greater", d, _groups(seeds), delta, None, row["unit"] == ACCURACY,
+                                    values))
         notes.append(f"effect: the weakest step, {hi.label} - {lo.label}")
         return {**row, "note": "; ".join(notes)}
     base_first = arms[0]["variant"] == BASE_ARM  # at most one arm is the base model (load_claims)
@@ -388,7 +425,8 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
     mean, low, high = _interval(d, groups)
     p_claim, p_contra = _tests(kind, predicted, d, delta, margin, groups)
     row.update(effect=mean, low=low, high=high, p_claim=p_claim, p_contra=p_contra,
-               seeds_needed=_plan(kind, predicted, d, delta, margin), eval_noise_share=_eval_noise_share([a, b], seeds, d))
+               seeds_needed=_plan(kind, predicted, d, delta, margin), eval_noise_share=_eval_noise_share([a, b], seeds, d),
+               **_decision_plan(kind, predicted, d, groups, delta, margin, row["unit"] == ACCURACY, [a, b]))
     if improvement and not any(v.one_model for v in (a, b)):
         row["p_improvement"], row["p_improvement_low"], row["p_improvement_high"] = probability_of_improvement(
             [a.values[s] for s in seeds], [ratio * b.values[s] for s in seeds])

@@ -24,7 +24,8 @@ AA_NOTE = ("A/A calibration of the paired Student-t interval (benchmarks/aa_cali
            "2.47-2.50 % of claims unadjusted and in 2.28-2.52 % of atlases after Benjamini-Hochberg, against 33 % "
            "of atlases without it, at 3, 5 and 10 seeds.")
 COLUMNS = ["id", "verdict", "phase", "n_bases", "n_seeds", "failed_precondition", "p_adjusted", "family", "effect",
-           "low", "high", "unit", "seeds_needed", "kind", "metric", "budget",
+           "low", "high", "unit", "seeds_needed", "bases_needed", "core_hours_needed", "sd_diff", "between_sd",
+           "between_source", "kind", "metric", "budget",
            "arms", "smallest_effect", "margin", "ratio", "p_claim", "p_claim_adjusted", "p_contra",
            "p_contra_adjusted", "verdict_unadjusted", "eval_noise_share", "p_improvement", "p_improvement_low",
            "p_improvement_high", "first_run_created", "preregistered", "validity", "arxiv", "setting", "claim", "note"]
@@ -59,6 +60,17 @@ def _num(v: Any, unit: str, signed: bool = True) -> str:
     if unit == ACCURACY:
         return f"{100 * v:+.1f}" if signed else f"{100 * v:.1f}"
     return f"{v:+.3g}" if signed else f"{v:.3g}"
+
+
+def decision_text(r) -> str:
+    """New bases (one seed each) for 80 % power, with the core-hours of their runs."""
+    n = r.get("bases_needed")
+    if r["verdict"] not in ("reproduced", "contradicted", "inconclusive") or r.get("p_adjusted") == "outside the family":
+        return ""
+    if n is None or pd.isna(n):
+        return "over 1000" if not pd.isna(r.get("sd_diff")) else "n/a"
+    hours = r.get("core_hours_needed")
+    return f"{int(n)}" + ("" if hours is None or pd.isna(hours) else f" ({hours:.2g} h)")
 
 
 def unit_label(unit: str) -> str:
@@ -136,14 +148,14 @@ def atlas_markdown(table: pd.DataFrame, commit: dict[str, Any], where: str = "")
              ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS) + ".", "", control_text(table), "",
              f"Claims file committed at `{commit.get('commit') or 'unknown'}` ({commit.get('date') or 'n/a'})"
              + (" with uncommitted changes" if commit.get("dirty") else "") + "; " + prereg_summary(table), "",
-             "| claim | verdict | phase | effect [95 % interval] | bases | n | seeds for 80 % power | bound | "
-             "adjusted p | failed precondition | arms | metric |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| claim | verdict | phase | effect [95 % interval] | bases | n | seeds for 80 % power | "
+             "new bases x 1 seed for a decision (core-hours) | bound | adjusted p | failed precondition | arms | metric |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in table.iterrows():
         need = "" if pd.isna(r["seeds_needed"]) or r["seeds_needed"] is None else str(int(r["seeds_needed"]))
         lines.append(f"| {r['id']} | {r['verdict']} | {r['phase']} | {effect_text(r)} | {r['n_bases']} | {r['n_seeds']} | "
-                     f"{need} | {bound_text(r)} | {r['p_adjusted']} | {r['failed_precondition'] or ''} | {r['arms']} | "
-                     f"{r['metric']} |")
+                     f"{need} | {decision_text(r)} | {bound_text(r)} | {r['p_adjusted']} | "
+                     f"{r['failed_precondition'] or ''} | {r['arms']} | {r['metric']} |")
     lines += ["", method_text(), ""] + ([where] if where else [])
     return "\n".join(lines) + "\n"
 
