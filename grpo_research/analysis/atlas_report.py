@@ -28,19 +28,39 @@ COLUMNS = ["id", "verdict", "phase", "n_bases", "n_seeds", "failed_precondition"
            "between_source", "kind", "metric", "budget",
            "arms", "smallest_effect", "margin", "ratio", "p_claim", "p_claim_adjusted", "p_contra",
            "p_contra_adjusted", "verdict_unadjusted", "eval_noise_share", "p_improvement", "p_improvement_low",
-           "p_improvement_high", "first_run_created", "preregistered", "validity", "arxiv", "setting", "claim", "note"]
+           "p_improvement_high", "first_run_created", "preregistered", "positive_control", "validity", "arxiv", "setting", "claim", "note"]
+
+
+CONFIRM_PREFIX = "confirm-"  # grpo_research.pipeline.CONFIRM_PREFIX: the confirmatory runs of a study
+
+
+def confirm_claims(claims: list[dict[str, Any]], frozen: dict[str, Any]) -> list[dict[str, Any]]:
+    """The frozen family and positive controls, as frozen (bounds and validity thresholds), on
+    the confirmatory runs (`confirm-<study>`)."""
+    by_id = {c["id"]: c for c in claims}
+    out = []
+    for entry in [*frozen["family"], *frozen["positive_controls"]]:
+        if entry["id"] not in by_id:
+            raise UsageError(f"the freeze names claim {entry['id']!r}, which the claims file does not have")
+        c = {**by_id[entry["id"]], "validity": entry["validity"], "smallest_effect": entry["smallest_effect"]}
+        c["arms"] = [{**a, "study": CONFIRM_PREFIX + a["study"]} for a in entry["arms"]]
+        out.append(c)
+    return out
 
 
 def load_inputs(claims_path: str | Path, studies_dir: str | Path, runs_dir: str | Path,
-                include: dict[str, list[str]] | None = None):
+                include: dict[str, list[str]] | None = None, frozen: dict[str, Any] | None = None):
     """(claims, runs by study, base-model evaluations by study) for the studies the claims name.
     `include`: study -> its run ids (the pipeline's; other dirs under runs/<study>/ are left out);
-    without it every finished run of the study's dir."""
+    without it every finished run of the study's dir. `frozen`: a freeze (analysis.freeze): only
+    its claims, on the confirmatory runs."""
     from grpo_research.analysis.claims import load_claims
     from grpo_research.analysis.load import load_study_runs
     from grpo_research.analysis.study import base_model_runs
 
     claims = load_claims(claims_path, studies_dir)
+    if frozen is not None:
+        claims = confirm_claims(claims, frozen)
     studies = sorted({a["study"] for c in claims if "needs" not in c for a in c["arms"]})
     runs, bases = {}, {}
     for s in studies:
@@ -141,11 +161,12 @@ def control_text(table: pd.DataFrame) -> str:
             "the family): the setting can show a known effect.")
 
 
-def atlas_markdown(table: pd.DataFrame, commit: dict[str, Any], where: str = "") -> str:
+def atlas_markdown(table: pd.DataFrame, commit: dict[str, Any], where: str = "", phase_line: str = "") -> str:
     """The atlas table; `where`: grpo_research.provenance.environments_markdown of its runs."""
     counts = table["verdict"].value_counts()
     lines = [f"# The replication atlas: {len(table)} claims", "",
              ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS) + ".", "", control_text(table), "",
+             *([phase_line, ""] if phase_line else []),
              f"Claims file committed at `{commit.get('commit') or 'unknown'}` ({commit.get('date') or 'n/a'})"
              + (" with uncommitted changes" if commit.get("dirty") else "") + "; " + prereg_summary(table), "",
              "| claim | verdict | phase | effect [95 % interval] | bases | n | seeds for 80 % power | "
@@ -172,7 +193,7 @@ def method_text() -> str:
 
 
 def atlas_html(table: pd.DataFrame, commit: dict[str, Any], forest: Path | None,
-               envs: list[dict[str, Any]] | None = None) -> str:
+               envs: list[dict[str, Any]] | None = None, phase_line: str = "") -> str:
     from grpo_research.analysis.report import CSS, figure, html_table
 
     counts = table["verdict"].value_counts()
@@ -184,6 +205,8 @@ def atlas_html(table: pd.DataFrame, commit: dict[str, Any], forest: Path | None,
     parts.append(f"<p>{len(table)} published claims, each tested on its arms' runs, paired by seed: "
                  + ", ".join(f"<b>{counts.get(v, 0)}</b> {v}" for v in VERDICTS) + ".</p>")
     parts.append(f"<p><b>{html.escape(control_text(table))}</b></p>")
+    if phase_line:
+        parts.append(f"<p>{html.escape(phase_line)}</p>")
     c = commit.get("commit")
     parts.append("<p class=muted>Claims file (<code>experiments/claims.yaml</code>) committed at "
                  f"<code>{html.escape(c or 'unknown')}</code> on {html.escape(commit.get('date') or 'n/a')}"
@@ -231,11 +254,38 @@ def atlas_html(table: pd.DataFrame, commit: dict[str, Any], forest: Path | None,
 PHASE_PROCEDURE = {"exploratory": "bh", "confirmatory": "holm"}
 
 
+def freeze_text(frozen: dict[str, Any] | None, changed: list[str]) -> str:
+    """What the confirmatory verdicts were frozen under, or that the verdicts are exploratory."""
+    if frozen is None:
+        return ("Exploratory phase: every claim on the bases its studies already use, Benjamini-Hochberg within each "
+                "direction; these verdicts choose what the confirmatory phase tests, they do not settle a claim.")
+    text = (f"Confirmatory phase: the family frozen in experiments/atlas_freeze.json at commit "
+            f"{frozen.get('commit') or 'unknown'} ({frozen.get('created', 'n/a')}), {len(frozen['family'])} claims on "
+            f"new base seeds {frozen['base_seeds'][0]}-{frozen['base_seeds'][-1]} x RL seeds {frozen['seeds']}; "
+            f"{frozen.get('promise', '')}.")
+    if changed:
+        text += (" Analysis code changed since the freeze: " + ", ".join(changed) + " (allowed only when atlas.csv over "
+                 "the frozen runs is identical with the frozen code; check it before reading these verdicts).")
+    return text
+
+
 def write_atlas(claims_path: str | Path, studies_dir: str | Path, runs_dir: str | Path, out: str | Path,
                 include: dict[str, list[str]] | None = None, improvement: bool = True,
-                phase: str = "exploratory") -> pd.DataFrame:
-    """atlas.csv, atlas.md, figures/forest.png and report.html into `out`; returns the table."""
-    claims, runs, bases = load_inputs(claims_path, studies_dir, runs_dir, include)
+                phase: str = "exploratory", freeze_path: str | Path | None = None) -> pd.DataFrame:
+    """atlas.csv, atlas.md, figures/forest.png and report.html into `out`; returns the table.
+    The confirmatory phase needs `freeze_path` (and tests only the frozen claims, by Holm)."""
+    frozen, changed = None, []
+    if phase == "confirmatory":
+        from grpo_research.analysis.freeze import check_freeze, load_freeze
+        from grpo_research.provenance import git
+
+        if freeze_path is None:
+            raise UsageError("the confirmatory atlas needs --freeze experiments/atlas_freeze.json")
+        frozen = load_freeze(freeze_path)
+        changed = check_freeze(frozen, claims_path)
+        where = Path(freeze_path).resolve()
+        frozen["commit"] = git(where.parent, "log", "-1", "--format=%H", "--", where.name) or None
+    claims, runs, bases = load_inputs(claims_path, studies_dir, runs_dir, include, frozen)
     if not any(runs.values()):
         raise UsageError(f"no finished run of any claim's study under {runs_dir} "
                          "(run `snakemake --cores all atlas`, which trains them)")
@@ -248,9 +298,10 @@ def write_atlas(claims_path: str | Path, studies_dir: str | Path, runs_dir: str 
     every = [r for rs in runs.values() for r in rs]
     envs = environments_of([r.summary for r in every])
     where = environments_markdown(envs, base_model_environments([r.config for r in every]))
-    write_text_atomic(out / "atlas.md", atlas_markdown(table, commit, where))
+    phase_line = freeze_text(frozen, changed)
+    write_text_atomic(out / "atlas.md", atlas_markdown(table, commit, where, phase_line))
     from grpo_research.analysis.plots import plot_forest
 
     forest = plot_forest(table, out / "figures" / "forest.png")
-    write_text_atomic(out / "report.html", atlas_html(table, commit, forest, envs))
+    write_text_atomic(out / "report.html", atlas_html(table, commit, forest, envs, phase_line))
     return table

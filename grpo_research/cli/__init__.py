@@ -1,8 +1,8 @@
-"""`grpo-research train | sft | config | eval | score | cost | hpo | report | study | dashboard`.
+"""`grpo-research train | sft | config | eval | score | cost | hpo | atlas | report | study | dashboard`.
 
 Every command-line entry point of the project lives in this package, and nothing outside it
 imports it: one module per command group (train.py: train, sft, config; eval.py, score.py,
-cost.py, hpo.py, report.py, study.py, dashboard.py). `main` dispatches on the first word.
+cost.py, hpo.py, atlas.py, report.py, study.py, dashboard.py). `main` dispatches on the first word.
 
 Usage errors (bad arguments, config, files, a run dir holding another config) print one line,
 `error: ...`, and exit with status 2 before any compute and before anything is written
@@ -26,6 +26,7 @@ DELEGATED = {
     "score": ("score", "score external predictions on a benchmark (see `score --help`)"),
     "cost": ("cost", "a few steps of GRPO and PPO side by side: memory, step time (see `cost --help`)"),
     "hpo": ("hpo", "Optuna search over G, beta, eps, temperature, lr (see `hpo --help`)"),
+    "atlas": ("atlas", "freeze the atlas's confirmatory family before its runs (see `atlas --help`)"),
     "report": ("report", "tables, figures and report.html from run dirs; the results index (see `report --help`)"),
     "study": ("study", "study runs: train at a sample budget, the equal-wall-time control, list (see `study --help`)"),
     "dashboard": ("dashboard", "a study's W&B workspace: spec offline, saved view with --publish (see `dashboard --help`)"),

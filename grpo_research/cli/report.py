@@ -123,7 +123,8 @@ def cmd_atlas(args: argparse.Namespace) -> int:
     from grpo_research.analysis.atlas import VERDICTS
 
     table = write_atlas(args.claims, args.studies_dir or Path(args.claims).parent, args.runs, args.out,
-                        include=include or None, improvement=not args.no_improvement, phase=args.phase)
+                        include=include or None, improvement=not args.no_improvement, phase=args.phase,
+                        freeze_path=args.freeze)
     counts = table["verdict"].value_counts()
     print(f"atlas ({args.phase}): {len(table)} claims (" + ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS)
           + f") -> {Path(args.out) / 'report.html'}")
@@ -165,7 +166,8 @@ def build_parser() -> Parser:
     a.add_argument("--no-improvement", action="store_true", help="skip the probability of improvement (descriptive)")
     a.add_argument("--phase", choices=["exploratory", "confirmatory"], default="exploratory",
                    help="exploratory: Benjamini-Hochberg within each direction; confirmatory: Holm over both "
-                        "directions of the frozen family (experiments/atlas_freeze.json)")
+                        "directions of the frozen family (--freeze)")
+    a.add_argument("--freeze", help="confirmatory: the committed freeze, e.g. experiments/atlas_freeze.json")
     a.set_defaults(func=cmd_atlas)
     return p
 

@@ -74,3 +74,27 @@ rule report_atlas_exploratory:
         runtime=RES["analyze"]["runtime"],
     shell:
         "{params.cli} report atlas {params.args} > {log} 2>&1"
+
+
+rule report_atlas:
+    """The confirmatory atlas: the frozen family and positive controls of
+    <studies_dir>/atlas_freeze.json tested on their confirmatory runs only (confirm-<study>: new
+    base models), Holm over both directions (results/atlas/report.html, atlas.csv, atlas.md)."""
+    input:
+        claims=P.claims_path,
+        freeze=P.freeze_path,
+        reports=lambda wc: [report_path(s) for s in confirm_studies()],
+    output:
+        report=f"{RESULTS}/atlas/report.html",
+        csv=f"{RESULTS}/atlas/atlas.csv",
+        md=f"{RESULTS}/atlas/atlas.md",
+    log:
+        f"{LOGS}/report_atlas.log",
+    params:
+        cli=CLI,
+        args=lambda wc: atlas_args("confirmatory"),
+    resources:
+        mem_mb=RES["analyze"]["mem_mb"],
+        runtime=RES["analyze"]["runtime"],
+    shell:
+        "{params.cli} report atlas {params.args} > {log} 2>&1"

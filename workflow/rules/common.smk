@@ -34,6 +34,7 @@ RES = P.resources
 STUDY_FILES = P.study_files
 SEARCHES = P.searches
 ALL_STUDY_NAMES = P.all_study_names
+TRAINED_STUDIES = P.trained_study_names  # study files and the freeze's confirm-<study>
 CLI = f"{PY} -m grpo_research.cli"  # every job runs `grpo-research <command>` of this interpreter
 
 report_path = P.report_path
@@ -44,6 +45,7 @@ every_study = planned(P.every_study)
 selected_studies = planned(P.selected_studies)
 search_model = P.search_model
 atlas_studies = planned(P.atlas_studies)
+confirm_studies = planned(P.confirm_studies)
 wall_inputs = planned(P.wall_inputs)
 train_threads = planned(P.train_threads)
 run_base_inputs = planned(P.run_base_inputs)
@@ -107,8 +109,8 @@ def report_args(wc):
 
 
 @planned
-def atlas_args():
-    return q(P.atlas_args())
+def atlas_args(phase="exploratory"):
+    return q(P.atlas_args(phase))
 
 
 @planned

@@ -46,7 +46,7 @@ rule evaluate_base:
     benchmark:
         f"{BENCH}/evaluate_base/{{study}}/{{benchmark}}{{suffix}}.tsv"
     wildcard_constraints:
-        study=alternation(STUDY_FILES),
+        study=alternation(TRAINED_STUDIES),
         benchmark=r"[A-Za-z0-9_]+",
         suffix=rf"(?:-base[0-9]+)?(?:-k(?:{KERNEL_SUFFIX}))?",  # base seed b != 0, kernel family; empty for base 0
     params:

@@ -23,7 +23,7 @@ rule train_run:
     benchmark:
         f"{BENCH}/train_run/{{study}}/{{run_id}}.tsv"
     wildcard_constraints:
-        study=alternation(STUDY_FILES),
+        study=alternation(TRAINED_STUDIES),
         run_id=r"[^/]+",
     params:
         cli=CLI,
