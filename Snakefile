@@ -48,6 +48,7 @@ localrules:
     ablations,
     atlas,
     atlas_exploratory,
+    atlas_tuning,
     report,
     hpo,
     all_studies,
@@ -88,10 +89,17 @@ rule atlas:
 
 rule atlas_exploratory:
     """The exploratory atlas: every study the claims of experiments/claims.yaml need, on the bases
-    they use (finished runs are reused), their reports, and results/atlas_exploratory/report.html
-    with an exploratory verdict per claim."""
+    they use (finished runs are reused), their reports, results/atlas_exploratory/report.html
+    with an exploratory verdict per claim, and the lr search of every tuned claim's arm."""
     input:
         f"{RESULTS}/atlas_exploratory/report.html",
+        lambda wc: tuning_paths(),
+
+
+rule atlas_tuning:
+    """The lr search of every arm of a claim with `tuned: true` (results/atlas_tuning/<arm>/best.yaml)."""
+    input:
+        lambda wc: tuning_paths(),
 
 
 rule hpo:

@@ -15,7 +15,7 @@ import json
 import re
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -26,6 +26,7 @@ from grpo_research.provenance import KERNEL_FAMILIES, NATIVE, kernel_env_prefix
 
 HPO_PREFIX = "hpo-"  # the study `hpo-<search>`: a search's reruns of its best config and of the defaults
 CONFIRM_PREFIX = "confirm-"  # the study `confirm-<study>`: the frozen confirmatory runs of <study>'s atlas arms
+TUNED_SUFFIX = "-lr"  # a tuned claim's arm in the confirmatory phase: <variant>-lr, at its frozen lr
 RERUN_KINDS = ("default", "best")
 
 
@@ -433,6 +434,62 @@ class Pipeline:
             self._freeze = data
         return self._freeze
 
+    # ------------------------------------------------------------ per-arm lr searches of tuned claims
+    def tuning_arms(self, strict: bool = True) -> dict[str, tuple[str, str]]:
+        """`lr-<study>-<variant>` -> (study, variant) for every non-base arm of a `tuned: true` claim;
+        `strict=False` (the rules' wildcard names, read while parsing) gives none for a missing or
+        broken claims file, which the atlas targets then report."""
+        from grpo_research.analysis.claims import BASE_ARM, ClaimsError, load_claims
+
+        if not strict and not Path(self.claims_path).is_file():
+            return {}
+        try:
+            claims = load_claims(self.claims_path, self.config["studies_dir"])
+        except ClaimsError as e:
+            if not strict:
+                return {}
+            raise PipelineError(str(e)) from None
+        return {f"lr-{a['study']}-{a['variant']}": (a["study"], a["variant"])
+                for c in claims if c.get("tuned") and "needs" not in c for a in c["arms"] if a["variant"] != BASE_ARM}
+
+    def tuning_path(self, name: str) -> str:
+        return f"{self.results}/atlas_tuning/{name}/best.yaml"
+
+    def tuning_paths(self) -> list[str]:
+        return [self.tuning_path(n) for n in self.tuning_arms()]
+
+    def _tuned_run(self, name: str) -> S.RunSpec:
+        if name not in self.tuning_arms():
+            raise PipelineError(f"no tuned arm {name!r} (tuned: {', '.join(self.tuning_arms()) or 'none'})")
+        study, variant = self.tuning_arms()[name]
+        runs = [r for r in self.study(study).runs if r.variant == variant and r.base == 0]
+        if not runs:
+            raise PipelineError(f"tuned arm {name!r}: study {study!r} has no run of {variant!r} on base 0")
+        return runs[0]
+
+    def tuning_base_inputs(self, name: str) -> list[str]:
+        r = self._tuned_run(name)
+        return self.base_inputs(r.model, r.base, r.kernels)
+
+    def tuning_args(self, name: str) -> tuple[list[Any], list[Any]]:
+        """(`hpo search` args, `hpo export` args) of a tuned arm's lr search: the arm's run config on
+        base 0 (its first seed's, without the keys the search sets), lr only over atlas.tuning.lr."""
+        t = (self.config.get("atlas") or {}).get("tuning")
+        if not t:
+            raise PipelineError("claims with tuned: true need atlas.tuning in the workflow config")
+        r = self._tuned_run(name)
+        skip = ("method=", "seed=", "train.steps=", "train.eval_every=", "train.threads=", "tracking.")
+        keep = [o for o in r.overrides if not o.startswith(skip)]
+        out, storage = f"{self.results}/atlas_tuning/{name}", f"sqlite:///{self.results}/atlas_tuning/{name}/optuna.db"
+        search: list[Any] = ["--name", name, "--method", r.method, "--out", out, "--runs", f"{self.runs}/_tune/{name}",
+                             "--storage", storage, "--n-trials", t["n_trials"], "--budget-samples", t["budget_samples"],
+                             "--space", json.dumps({"optim.lr": t["lr"]}), "--exclusive"]
+        if t.get("eval_every_samples"):
+            search += ["--eval-every-samples", t["eval_every_samples"]]
+        search += [*keep, S.override("train.threads", self.resources["hpo"]["threads"]),
+                   S.override("tracking.wandb", "disabled"), S.override("tracking.progress", False)]
+        return search, ["--name", name, "--method", r.method, "--out", out, "--storage", storage]
+
     def confirm_studies(self, strict: bool = True) -> list[str]:
         """`confirm-<study>` for every study whose variants the frozen family and controls use;
         `strict=False` (the rules' wildcard names) reads the file without the commit checks."""
@@ -455,7 +512,7 @@ class Pipeline:
             from grpo_research.analysis.freeze import frozen_studies
 
             source = name[len(CONFIRM_PREFIX):]
-            wanted = frozen_studies(self.freeze()).get(source)
+            wanted = frozen_studies(self.freeze()).get(source)  # variant -> its frozen lr (tuned) or None
             if wanted is None:
                 raise PipelineError(f"study {name!r}: the freeze ({self.freeze_path}) runs nothing of study {source!r}")
             raw = {k: v for k, v in self.raw_study(source).items()
@@ -473,11 +530,22 @@ class Pipeline:
                     threads=self.resources["train"]["threads"])
             except S.StudyError as e:
                 raise PipelineError(f"study {name!r}: {e}") from None
-            missing = [v for v in wanted if v not in expanded.variants]
+            plain = {v: v.removesuffix(TUNED_SUFFIX) if lr is not None else v for v, lr in wanted.items()}
+            missing = [v for v in plain.values() if v not in expanded.variants]
             if missing:
                 raise PipelineError(f"study {name!r}: the freeze names variant(s) {', '.join(missing)} that "
                                     f"{self.study_files[source]} no longer has")
-            expanded.runs = [r for r in expanded.runs if r.variant in wanted and not r.wall_match]
+            runs = []
+            for v, lr in wanted.items():  # a tuned arm: its variant's runs at the frozen lr, named <variant>-lr
+                for r in expanded.runs:
+                    if r.variant != plain[v] or r.wall_match:
+                        continue
+                    if lr is not None:
+                        r = replace(r, run_id=v + r.run_id[len(r.variant):], variant=v,
+                                    overrides=[*r.overrides, S.override("optim.lr", lr)],
+                                    tags=[*r.tags, S.override("optim.lr", lr)])
+                    runs.append(r)
+            expanded.runs = runs
             self._expanded[name] = expanded
         return self._expanded[name]
 

@@ -184,3 +184,53 @@ def test_snakemake_plans_the_confirmatory_atlas_from_the_committed_freeze_and_re
     assert "runs/_base/tiny-arith-base1000/base_info.json" in out and "runs/_base/tiny-arith-base1007" in out
     assert "--run-dir runs/confirm-toy/grpo-base1004-seed1" in out and "--phase confirmatory" in out
     assert "runs/toy/" not in out.replace(str(runs), "")  # no exploratory run is planned
+
+
+def test_a_tuned_claim_searches_each_arm_s_lr_and_its_confirmatory_runs_use_the_frozen_one(explored):
+    from grpo_research.pipeline import Pipeline
+
+    tmp, exp, runs = explored
+    claims = yaml.safe_load((exp / "claims.yaml").read_text())["claims"]
+    claims[0]["tuned"] = True  # big: grpo vs dr_grpo, each at its own lr
+    (exp / "claims.yaml").write_text(yaml.safe_dump({"claims": claims}, sort_keys=False))
+    cfg = yaml.safe_load((ROOT / "configs" / "defaults.yaml").read_text())
+    cfg["studies_dir"] = str(exp)
+    p = Pipeline(cfg, ROOT)
+    assert p.tuning_arms() == {"lr-toy-grpo": ("toy", "grpo"), "lr-toy-dr_grpo": ("toy", "dr_grpo")}
+    search, export = (list(map(str, a)) for a in p.tuning_args("lr-toy-dr_grpo"))
+    assert search[search.index("--method") + 1] == "dr_grpo" and search[search.index("--n-trials") + 1] == "8"
+    assert json.loads(search[search.index("--space") + 1]) == {"optim.lr": cfg["atlas"]["tuning"]["lr"]}
+    assert not any(a.startswith(("seed=", "train.steps=", "tracking.group")) for a in search)
+    assert export[export.index("--out") + 1] == search[search.index("--out") + 1]
+    csv = tmp / "results" / "atlas_exploratory" / "atlas.csv"
+    write_atlas(exp / "claims.yaml", exp, runs, csv.parent, improvement=False)
+    assert "confirmatory phase" in pd.read_csv(csv).set_index("id").loc["big", "tuned"]
+    with pytest.raises(FreezeError, match="is tuned but .*lr-toy-grpo/best.yaml does not exist"):
+        freeze(exp / "claims.yaml", csv, exp / "atlas_freeze.json", runs_dir=runs, tuning_dir=tmp / "tuning")
+    for arm, lr in (("grpo", 1.5e-4), ("dr_grpo", 4e-5)):
+        (tmp / "tuning" / f"lr-toy-{arm}").mkdir(parents=True)
+        (tmp / "tuning" / f"lr-toy-{arm}" / "best.yaml").write_text(yaml.safe_dump({"optim": {"lr": lr}}))
+    data = freeze(exp / "claims.yaml", csv, exp / "atlas_freeze.json", runs_dir=runs, tuning_dir=tmp / "tuning")
+    assert data["family"][0]["tuned_lr"] == {"toy/grpo": 1.5e-4, "toy/dr_grpo": 4e-5}
+    _git(tmp, "init", "-q")
+    _git(tmp, "add", "experiments")
+    _git(tmp, "commit", "-qm", "freeze")
+    p = Pipeline(cfg, ROOT)
+    ids = p.study_runs("confirm-toy")  # the tuned arms as <variant>-lr; the control's grpo and rft as they are
+    assert "grpo-lr-base1000-seed1" in ids and "dr_grpo-lr-base1000-seed1" in ids and "grpo-base1000-seed1" in ids
+    assert "rft-base1000-seed1" in ids and "dr_grpo-base1000-seed1" not in ids
+    run = p.study("confirm-toy").run("dr_grpo-lr-base1003-seed1")
+    assert run.overrides[-1] == "optim.lr=4.0e-05" and run.variant == "dr_grpo-lr"
+
+
+def test_at_most_four_arms_are_tuned_over_the_atlas(explored):
+    from grpo_research.analysis.claims import ClaimsError, load_claims
+
+    tmp, exp, runs = explored
+    _study(exp, "toy", ["grpo", "dr_grpo", "rft", "rloo", "gspo"])
+    claims = [_claim("a", [("toy", "grpo"), ("toy", "dr_grpo")], tuned=True),
+              _claim("b", [("toy", "rft"), ("toy", "rloo")], tuned=True),
+              _claim("c", [("toy", "gspo"), ("toy", "grpo")], tuned=True)]
+    (exp / "claims.yaml").write_text(yaml.safe_dump({"claims": claims}))
+    with pytest.raises(ClaimsError, match=r"claims\[2\] \(c\): tuned: the claims tune 5 arms; at most 4"):
+        load_claims(exp / "claims.yaml", exp)

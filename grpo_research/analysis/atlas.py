@@ -342,6 +342,15 @@ def probability_of_improvement(a: list[float], b: list[float], reps: int = 2000,
     return float(poi(x, y)[0]), float(low), float(high)
 
 
+def _tuned_text(claim: dict[str, Any]) -> str:
+    """Which claims compare arms at their own tuned lr (the freeze's `tuned_lr`), or will."""
+    if claim.get("tuned_lr"):
+        return "lr tuned per arm: " + ", ".join(f"{k} {v:.3g}" for k, v in claim["tuned_lr"].items())
+    if claim.get("tuned"):
+        return "lr tuned per arm in the confirmatory phase; these runs use the study's lr"
+    return ""
+
+
 def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str, dict[int, Run]],
               improvement: bool = True) -> dict[str, Any]:
     """Everything the atlas says about one claim before multiplicity (see the module docstring)."""
@@ -358,7 +367,8 @@ def claim_row(claim: dict[str, Any], runs: dict[str, list[Run]], bases: dict[str
         "eval_noise_share": None, "p_improvement": math.nan, "p_improvement_low": math.nan,
         "p_improvement_high": math.nan, "first_run_created": None, "note": "", "n_bases": 0,
         "failed_precondition": "", "validity": "", "sd_diff": math.nan, "between_sd": math.nan,
-        "between_source": "", "bases_needed": None, "core_hours_needed": math.nan, "positive_control": bool(claim.get("positive_control")),
+        "between_source": "", "bases_needed": None, "core_hours_needed": math.nan, "tuned": _tuned_text(claim),
+        "positive_control": bool(claim.get("positive_control")),
     }
     if "needs" in claim:
         row.update(verdict="deferred", note=f"needs {claim['needs']}")

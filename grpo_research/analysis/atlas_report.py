@@ -28,7 +28,7 @@ COLUMNS = ["id", "verdict", "phase", "n_bases", "n_seeds", "failed_precondition"
            "between_source", "kind", "metric", "budget",
            "arms", "smallest_effect", "margin", "ratio", "p_claim", "p_claim_adjusted", "p_contra",
            "p_contra_adjusted", "verdict_unadjusted", "eval_noise_share", "p_improvement", "p_improvement_low",
-           "p_improvement_high", "first_run_created", "preregistered", "positive_control", "validity", "arxiv", "setting", "claim", "note"]
+           "p_improvement_high", "first_run_created", "preregistered", "positive_control", "tuned", "validity", "arxiv", "setting", "claim", "note"]
 
 
 CONFIRM_PREFIX = "confirm-"  # grpo_research.pipeline.CONFIRM_PREFIX: the confirmatory runs of a study
@@ -43,7 +43,11 @@ def confirm_claims(claims: list[dict[str, Any]], frozen: dict[str, Any]) -> list
         if entry["id"] not in by_id:
             raise UsageError(f"the freeze names claim {entry['id']!r}, which the claims file does not have")
         c = {**by_id[entry["id"]], "validity": entry["validity"], "smallest_effect": entry["smallest_effect"]}
-        c["arms"] = [{**a, "study": CONFIRM_PREFIX + a["study"]} for a in entry["arms"]]
+        lrs = entry.get("tuned_lr") or {}
+        c["arms"] = [{**a, "study": CONFIRM_PREFIX + a["study"],
+                      "variant": a["variant"] + ("-lr" if f"{a['study']}/{a['variant']}" in lrs else "")}
+                     for a in entry["arms"]]
+        c["tuned_lr"] = lrs
         out.append(c)
     return out
 
@@ -174,7 +178,7 @@ def atlas_markdown(table: pd.DataFrame, commit: dict[str, Any], where: str = "",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in table.iterrows():
         need = "" if pd.isna(r["seeds_needed"]) or r["seeds_needed"] is None else str(int(r["seeds_needed"]))
-        lines.append(f"| {r['id']} | {r['verdict']} | {r['phase']} | {effect_text(r)} | {r['n_bases']} | {r['n_seeds']} | "
+        lines.append(f"| {r['id']}{' (tuned lr)' if r.get('tuned') else ''} | {r['verdict']} | {r['phase']} | {effect_text(r)} | {r['n_bases']} | {r['n_seeds']} | "
                      f"{need} | {decision_text(r)} | {bound_text(r)} | {r['p_adjusted']} | "
                      f"{r['failed_precondition'] or ''} | {r['arms']} | {r['metric']} |")
     lines += ["", method_text(), ""] + ([where] if where else [])
@@ -236,7 +240,8 @@ def atlas_html(table: pd.DataFrame, commit: dict[str, Any], forest: Path | None,
         rows.append([claim, f"<span class={r['verdict'].split()[0]}>{verdict}</span>", html.escape(effect_text(r)),
                      str(r["n_seeds"]), need, html.escape(bound_text(r)), p, noise, poi,
                      html.escape("; ".join(x for x in [str(r["failed_precondition"] or ""), str(r["note"] or ""),
-                                                       prereg_note(r)] if x)).replace("; ", "<br>")])
+                                                       str(r.get("tuned") or ""), prereg_note(r)] if x)
+                                 ).replace("; ", "<br>")])
         classes.append(["l claim", "l", "", "", "", "l", "", "", "", "l note"])
     parts.append("<h2>Claims</h2><div class=wrap>" + html_table(headers, rows, classes) + "</div>")
     parts.append(f"<h2>Method</h2><p>{html.escape(method_text())}</p>")

@@ -7,7 +7,8 @@ ids; the fields each kind needs (`difference`: `predicted`; `equivalence`: `marg
 `ordering`: three or more arms and no `predicted`); and, for every claim without `needs`, that
 each arm's study exists under `studies_dir` and has the variant (or is `base model`, the
 step-0 evaluation of the other arm's runs); every `validity` check is a registered one with
-its parameters (grpo_research.analysis.validity.check_spec). The first problem is a `ClaimsError` naming the
+its parameters (grpo_research.analysis.validity.check_spec); the claims with `tuned: true`
+tune at most MAX_TUNED arms. The first problem is a `ClaimsError` naming the
 file, the claim and the field. Verdicts: grpo_research.analysis.atlas (`snakemake atlas`).
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ from grpo_research.errors import UsageError
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "claims.schema.yaml"
 BASE_ARM = "base model"
+MAX_TUNED = 4  # arms with an lr search of their own (claims with `tuned: true`), over the whole atlas
 
 
 class ClaimsError(UsageError):
@@ -43,6 +45,7 @@ def load_claims(path: str | Path, studies_dir: str | Path | None = None) -> list
     claims = data["claims"]
     files = find_studies(studies_dir)
     seen: set[str] = set()
+    tuned: set[tuple[str, str]] = set()
     variants: dict[str, list[str]] = {}
     for i, c in enumerate(claims):
         where = f"{path}: claims[{i}] ({c['id']})"
@@ -62,6 +65,13 @@ def load_claims(path: str | Path, studies_dir: str | Path | None = None) -> list
             bad = validity.check_spec(spec, len(c["arms"]), {j for j, a in enumerate(c["arms"]) if a["variant"] == BASE_ARM})
             if bad:
                 raise ClaimsError(f"{where}: validity[{k}]: {bad}")
+        if c.get("tuned"):
+            for a in c["arms"]:
+                if a["variant"] != BASE_ARM:
+                    tuned.add((a["study"], a["variant"]))
+            if len(tuned) > MAX_TUNED:
+                raise ClaimsError(f"{where}: tuned: the claims tune {len(tuned)} arms; at most {MAX_TUNED} Optuna "
+                                  "searches serve the whole atlas")
         if c.get("measurement") and kind == "ordering":
             raise ClaimsError(f"{where}: `measurement` belongs to a difference or equivalence claim")
         if "needs" in c:

@@ -16,6 +16,9 @@ writes `experiments/atlas_freeze.json` (`freeze`), to be committed before any co
   sqrt(between_sd^2 + sd_diff^2) from the exploratory row (its measured within-base spread and
   the between-base SD, measured or the pilot's);
 - the positive controls, run beside the family and tested alone;
+- for a claim with `tuned: true`, `tuned_lr`: each arm's best lr from its exploratory search
+  (results/atlas_tuning/lr-<study>-<variant>/best.yaml); its confirmatory runs use it, as
+  `<variant>-lr`;
 - `base_seeds` and `seeds`: new base models (none used by any study file or present under the
   runs dir) with one RL seed each, and the claims left out with the reason.
 
@@ -128,13 +131,15 @@ def used_base_seeds(studies_dir: str | Path, runs_dir: str | Path | None) -> set
     return used
 
 
-def _claim_entry(claim: dict[str, Any], chosen: dict[str, Any] | None) -> dict[str, Any]:
+def _claim_entry(claim: dict[str, Any], chosen: dict[str, Any] | None, tuning_dir=None) -> dict[str, Any]:
     keep = ("id", "kind", "predicted", "margin", "ratio", "metric", "budget", "arms", "smallest_effect", "setting")
     entry = {k: claim[k] for k in keep if k in claim}
     checks = [dict(c) for c in claim.get("validity") or []]
     if metric_unit(claim["metric"]) == ACCURACY and not any(c["check"] == "off_bounds" for c in checks):
         checks.insert(0, {"check": "off_bounds", "floor": 0.0, "ceiling": 1.0})
     entry["validity"] = checks
+    if claim.get("tuned"):
+        entry["tuned_lr"] = tuned_lrs(claim, tuning_dir or Path(ROOT / "results" / "atlas_tuning"))
     if chosen:
         entry.update(power=round(chosen["power"], 4), planning_sd=round(chosen["planning_sd"], 6),
                      test_level=chosen["level"])
@@ -143,7 +148,7 @@ def _claim_entry(claim: dict[str, Any], chosen: dict[str, Any] | None) -> dict[s
 
 def freeze(claims_path: str | Path, exploratory_csv: str | Path, out: str | Path, *, studies_dir: str | Path | None = None,
            runs_dir: str | Path | None = "runs", n_bases: int = 8, seeds: list[int] | None = None,
-           base_seed_start: int = 1000, max_claims: int = 6) -> dict[str, Any]:
+           base_seed_start: int = 1000, max_claims: int = 6, tuning_dir: str | Path | None = None) -> dict[str, Any]:
     """Write the freeze to `out` (refusing to replace one) and return it (module docstring)."""
     from grpo_research.analysis.claims import load_claims
     from grpo_research.files import write_text_atomic
@@ -185,7 +190,7 @@ def freeze(claims_path: str | Path, exploratory_csv: str | Path, out: str | Path
                     "(reproduced or contradicted) is false, under any dependence between the claims (Holm over both "
                     "one-sided tests of every claim)"),
         "base_seeds": bases, "seeds": list(seeds or [1]),
-        "family": [_claim_entry(by_id[f["id"]], picked[f["id"]]) for f in family],
+        "family": [_claim_entry(by_id[f["id"]], picked[f["id"]], tuning_dir) for f in family],
         "positive_controls": [_claim_entry(c, None) for c in claims if c.get("positive_control")],
         "left_out": left,
     }
@@ -221,14 +226,41 @@ def check_freeze(data: dict[str, Any], claims_path: str | Path) -> list[str]:
                   if k != "combined" and current.get(k) != data["analysis_sha256"].get(k))
 
 
-def frozen_studies(data: dict[str, Any]) -> dict[str, list[str]]:
-    """study -> the variants the frozen family and positive controls run (the base-model arm is
-    evaluated with the study's base models)."""
+TUNED_SUFFIX = "-lr"  # grpo_research.pipeline.TUNED_SUFFIX
+
+
+def frozen_studies(data: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """study -> {variant: None, or its frozen lr as `<variant>-lr`} that the frozen family and
+    positive controls run (the base-model arm is evaluated with the study's base models)."""
     from grpo_research.analysis.claims import BASE_ARM
 
-    out: dict[str, list[str]] = {}
+    out: dict[str, dict[str, float | None]] = {}
     for c in [*data["family"], *data["positive_controls"]]:
+        lrs = c.get("tuned_lr") or {}
         for a in c["arms"]:
-            if a["variant"] != BASE_ARM and a["variant"] not in out.setdefault(a["study"], []):
-                out[a["study"]].append(a["variant"])
+            if a["variant"] == BASE_ARM:
+                continue
+            lr = lrs.get(f"{a['study']}/{a['variant']}")
+            name = a["variant"] + (TUNED_SUFFIX if lr is not None else "")
+            out.setdefault(a["study"], {})[name] = lr
+    return out
+
+
+def tuned_lrs(claim: dict[str, Any], tuning_dir: str | Path) -> dict[str, float]:
+    """`study/variant` -> the best lr of each non-base arm's search (tuning_dir/lr-<study>-<variant>/best.yaml)."""
+    from grpo_research.analysis.claims import BASE_ARM
+    from grpo_research.config import load_yaml
+
+    out = {}
+    for a in claim["arms"]:
+        if a["variant"] == BASE_ARM:
+            continue
+        best = Path(tuning_dir) / f"lr-{a['study']}-{a['variant']}" / "best.yaml"
+        if not best.is_file():
+            raise FreezeError(f"claim {claim['id']!r} is tuned but {best} does not exist (run `snakemake --cores all "
+                              "atlas_tuning`)")
+        lr = (load_yaml(best).get("optim") or {}).get("lr")
+        if not isinstance(lr, (int, float)):
+            raise FreezeError(f"{best}: no optim.lr")
+        out[f"{a['study']}/{a['variant']}"] = float(lr)
     return out

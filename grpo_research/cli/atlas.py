@@ -21,7 +21,7 @@ def cmd_freeze(args: argparse.Namespace) -> int:
 
     data = freeze(args.claims, args.exploratory, args.out, studies_dir=args.studies_dir, runs_dir=args.runs,
                   n_bases=args.bases, seeds=args.seeds, base_seed_start=args.base_seed_start,
-                  max_claims=args.max_claims)
+                  max_claims=args.max_claims, tuning_dir=args.tuning)
     ids = ", ".join(c["id"] for c in data["family"]) or "none"
     print(f"atlas freeze: family of {len(data['family'])} ({ids}) and {len(data['positive_controls'])} positive "
           f"control(s) on base seeds {data['base_seeds'][0]}-{data['base_seeds'][-1]} x seeds {data['seeds']} "
@@ -45,6 +45,7 @@ def build_parser() -> Parser:
     f.add_argument("--seeds", type=int, nargs="+", default=[1], help="RL seeds per base")
     f.add_argument("--base-seed-start", type=int, default=1000, help="first new base seed")
     f.add_argument("--max-claims", type=int, default=6)
+    f.add_argument("--tuning", default="results/atlas_tuning", help="the tuned arms' searches (best.yaml each)")
     f.set_defaults(func=cmd_freeze)
     return p
 

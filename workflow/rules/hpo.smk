@@ -8,6 +8,31 @@
 # that the analyze rules report like any other (with the Optuna plots).
 
 
+rule tune_arm:
+    """The lr search of one arm of a `tuned: true` claim (Pipeline.tuning_args: lr only, the arm's
+    run config on the study's base 0), then its best.yaml; the freeze fixes that lr."""
+    input:
+        base=lambda wc: tuning_base_inputs(wc.name),
+    output:
+        f"{RESULTS}/atlas_tuning/{{name}}/best.yaml",
+    log:
+        f"{LOGS}/tune_arm/{{name}}.log",
+    benchmark:
+        f"{BENCH}/tune_arm/{{name}}.tsv"
+    wildcard_constraints:
+        name=alternation(TUNED_ARMS),
+    params:
+        cli=CLI,
+        search=lambda wc: q(tuning_args(wc.name)[0]),
+        export=lambda wc: q(tuning_args(wc.name)[1]),
+    threads: RES["hpo"]["threads"]
+    resources:
+        mem_mb=RES["hpo"]["mem_mb"],
+        runtime=RES["hpo"]["runtime"],
+    shell:
+        "({params.cli} hpo search {params.search} && {params.cli} hpo export {params.export}) > {log} 2>&1"
+
+
 rule search_hpo:
     input:
         base=lambda wc: base_inputs(search_model(wc.search)),
