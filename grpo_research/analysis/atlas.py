@@ -1,4 +1,4 @@
-"""The replication atlas (issue 17): every claim of `experiments/claims.yaml` tested on the runs of
+"""The replication atlas (issues 17 and 34): every claim of `experiments/claims.yaml` tested on the runs of
 its arms, with a verdict whose error rate is known.
 
 For each claim (`claim_row`):
@@ -10,8 +10,9 @@ For each claim (`claim_row`):
   `heldout`/`heldout_ood` (paired with the other arm's run of the same seed), and the study's
   one base-model evaluation (`<runs>/<study>/_base_model/eval/`) for a benchmark entry: a
   constant, so its own evaluation noise is not in the interval (said in the row's note).
-- **effect**: the mean over common seeds of d = a - ratio x b (ratio 1 unless the claim sets it),
-  with `stats.compare_paired`'s 95 % Student-t interval; an ordering reports its smallest step.
+- **effect**: the mean over common (base, seed) units of d = a - ratio x b (ratio 1 unless the
+  claim sets it), with `stats.compare_paired`'s 95 % Student-t interval on one base and
+  `stats.compare_nested`'s (per-base means) on two or more; an ordering reports its weakest step.
 - **tests**: two one-sided p-values at alpha = 0.025 (`stats.p_above`/`p_below`), which reject
   exactly when that 95 % interval lies beyond the bound: `p_claim` (the claim as registered)
   and `p_contra` (its negation at the smallest effect that matters, delta):
@@ -25,14 +26,23 @@ For each claim (`claim_row`):
   | equivalence (margin M) | -M < d < M (two one-sided tests) | d > M or d < -M |
   | ordering a1 < a2 < ... | every step a(i+1) - a(i) > 0 (intersection-union: the largest p) | some step < delta (Bonferroni over steps) |
 
-- **multiplicity**: Benjamini-Hochberg across the atlas, separately for the `p_claim` and the
-  `p_contra` family (`stats.benjamini_hochberg`); a verdict needs an adjusted p <= 0.025, so the
-  expected share of false "reproduced" (and of false "contradicted") verdicts is at most 2.5 %.
-  The unadjusted verdict (the interval alone) is kept beside it (`verdict_unadjusted`).
-- **floor and ceiling**: a claim on an accuracy whose every value, in every arm and seed, is 0
-  (or every one is 1) gets no verdict ("inconclusive", no seeds needed): with no spread the
-  t-tests would reject at any bound, yet a setting where no model answers at all (the 4-digit
-  OOD split of the tiny model) says nothing about the claim.
+- **validity** (grpo_research.analysis.validity), before any test: runs that lack the claim's
+  metric or a check's metric give "rerun needed"; a failed check (an accuracy arm at its floor or
+  ceiling, e.g. the 4-digit OOD split where every model scores 0 %; a mechanism that cannot act,
+  e.g. a clip fraction of 0) gives "not testable here", naming the check and its measured value.
+  A `measurement: true` claim (no sampling variance: memory accounting) is "reproduced" when it
+  holds on every run; a `positive_control` is tested alone, unadjusted. All of these stay
+  outside the multiplicity family.
+- **multiplicity** over the family (`verdicts`): in the exploratory phase Benjamini-Hochberg,
+  separately for the `p_claim` and the `p_contra` family (`stats.benjamini_hochberg`): the
+  expected share of false "reproduced" (and of false "contradicted") verdicts is at most 2.5 %;
+  in the confirmatory phase Holm over the 2k p-values of both directions of the k frozen claims
+  (`stats.holm`): the chance of any false verdict is at most 2.5 % under any dependence
+  (benchmarks/holm_fwer.py). A verdict needs an adjusted p <= 0.025; the unadjusted one (the
+  interval alone) is kept beside it (`verdict_unadjusted`).
+- **what a decision needs** (`_decision_plan`): new bases x 1 seed for 80 % power at the
+  planning point, and their core-hours; the freeze (grpo_research.analysis.freeze) chooses the
+  confirmatory family from these figures.
 - **seeds needed** (`seeds_needed`, for an inconclusive claim): from the spread of the per-seed
   differences seen so far, the seeds at which its test has 80 % power when the truth sits at the
   planning point (greater/less: delta; not_greater/not_less and equivalence: 0). Those seeds are
@@ -54,7 +64,7 @@ Departure: claims with `needs` (their arms are not run by any study) are listed 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -62,137 +72,19 @@ import numpy as np
 import pandas as pd
 
 from grpo_research.analysis import validity
-from grpo_research.analysis.aggregate import TRAINER_HELDOUT, TRAINER_OOD, run_scores
+from grpo_research.analysis.arm_values import ACCURACY, BASE_ARM, ArmValues, arm_values, metric_unit
 from grpo_research.analysis.load import Run
-from grpo_research.analysis.stats import (ALPHA, LEVEL, bases_for_power, benjamini_hochberg, compare_nested,
+from grpo_research.analysis.stats import (ALPHA, bases_for_power, benjamini_hochberg, compare_nested,
                                           compare_paired, holm, nested_summary, p_above, p_below, seeds_for_power)
 from grpo_research.errors import UsageError
 
-BASE_ARM = "base model"
 POWER = 0.8
 # Planning value of the method x base interaction SD of an accuracy difference, for a claim whose
 # runs share one base: the variance pilot's GRPO - PPO lambda 0.95 between-base SD, 1.7 points
 # (experiments/variance_pilot.yaml; benchmarks/RESULTS.md, issue 33). Pairs of unlike methods
 # vary more between bases (GRPO - the supervised control: 13.7 points there): a floor, not a bound.
 PILOT_BETWEEN_SD = 0.017
-ACCURACY = "accuracy"  # metrics in [0, 1], shown in points
-UNITS = {"cost/model_state_mb": "MiB", "cost/peak_mem_mb": "MiB", "entropy": "nats", "kl": "nats",
-         "completion_len": "tokens", "completion_len/incorrect": "tokens", "completion_len/correct": "tokens",
-         "frac_zero_std": "share of groups", "step_s": "s"}
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "not testable here", "rerun needed", "deferred")
-
-
-# ---------------------------------------------------------------- metric values
-@dataclass
-class ArmValues:
-    """One arm's values by seed (`one_model`: the same base-model value stands for every seed)."""
-
-    label: str
-    values: dict[int, float]
-    n_problems: dict[int, int] = field(default_factory=dict)  # accuracies: problems behind each value
-    one_model: bool = False
-    is_base: bool = False  # the `base model` arm (no training runs of its own)
-    missing: int = 0  # runs of the arm's variant that do not record the metric
-    created: list[float] = field(default_factory=list)  # creation times (s since epoch) of the runs
-    runs: dict[int, Run] = field(default_factory=dict)  # seed -> the run behind each value
-
-
-def metric_unit(metric: str) -> str:
-    """`accuracy` for metrics in [0, 1] read as points; else the training metric's unit."""
-    if metric == "heldout_per_update":
-        return "accuracy per update"
-    if metric.startswith("train:"):
-        return UNITS.get(metric[len("train:"):], "metric units")
-    return ACCURACY
-
-
-def _bench_value(summary: dict[str, Any], which: str | None) -> tuple[float | None, int | None]:
-    n = summary.get("n_problems")
-    if which is None:
-        return summary.get("pass@1"), n
-    kind, _, k = which.partition("@")
-    table = summary.get(f"{kind}@k") or {}
-    cell = table.get(k)
-    return (cell.get("value") if isinstance(cell, dict) else None), n
-
-
-def metric_value(run: Run, metric: str) -> tuple[float | None, int | None]:
-    """(value, problems behind it or None) of `metric` for a finished run (see the module docstring)."""
-    if metric in ("heldout", "heldout_ood"):
-        label = TRAINER_HELDOUT if metric == "heldout" else TRAINER_OOD
-        return run_scores(run).get(label), (run.config.get("train") or {}).get("eval_size")
-    if metric == "heldout_per_update":  # (final - step-0 held-out accuracy) / policy updates taken
-        final, start = run_scores(run).get(TRAINER_HELDOUT), base_value(run, "heldout")
-        steps = max((r.get("step") or 0 for r in run.train), default=0)
-        if final is None or start is None or not steps:
-            return None, None
-        return (final - start) / steps, None
-    if metric.startswith("train:"):
-        key = metric[len("train:"):]
-        xs = [r[key] for r in run.train if r.get(key) is not None]
-        return (float(np.mean(xs)) if xs else None), None
-    entry, _, which = metric.partition(":")
-    summary = run.benchmarks.get(entry)
-    if summary is None:
-        return None, None
-    return _bench_value(summary, which or None)
-
-
-def base_value(run: Run, metric: str) -> float | None:
-    """The base model's value paired with `run`: its own step-0 evaluation (heldout, heldout_ood)."""
-    key = {"heldout": "eval/accuracy", "heldout_ood": "eval/accuracy_ood"}.get(metric)
-    if key is None:
-        raise UsageError(f"metric {metric!r} has no base-model value per run (use heldout, heldout_ood or a "
-                         "benchmark entry the study evaluates the base model on)")
-    first = run.evals[0] if run.evals else None
-    return first.get(key) if first is not None and first.get("step") == 0 else None
-
-
-def _created(run: Run) -> float | None:
-    f = run.path / "config.yaml"
-    return f.stat().st_mtime if f.exists() else None
-
-
-def arm_values(arm: dict[str, str], metric: str, runs: dict[str, list[Run]], bases: dict[str, dict[int, Run]],
-               partner: ArmValues | None = None) -> ArmValues:
-    """An arm's values by (base, seed). `runs`: study -> its finished runs; `bases`: study -> base
-    seed -> that base model's evaluations (analysis.study.base_model_runs). `partner`: the values
-    of the claim's other arm, which a `base model` arm pairs with (its runs' step-0 evaluations,
-    or the evaluation of each run's own base model)."""
-    study, variant = arm["study"], arm["variant"]
-    label = f"{study}/{variant}"
-    if variant != BASE_ARM:
-        out = ArmValues(label, {})
-        for r in runs.get(study, []):
-            if r.variant != variant or r.seed is None:
-                continue
-            v, n = metric_value(r, metric)
-            out.missing += v is None
-            if v is not None:
-                out.values[r.unit], out.runs[r.unit] = float(v), r  # paired by (base, seed)
-                if n:
-                    out.n_problems[r.unit] = int(n)
-                out.created += [t for t in [_created(r)] if t is not None]
-        return out
-    if partner is None:
-        raise UsageError(f"{label}: a `base model` arm needs another arm to pair with")
-    if metric in ("heldout", "heldout_ood"):
-        vals = {s: base_value(r, metric) for s, r in partner.runs.items()}
-        vals = {s: float(v) for s, v in vals.items() if v is not None}
-        return ArmValues(label, vals, {s: n for s, n in partner.n_problems.items() if s in vals}, is_base=True)
-    found = bases.get(study) or {}
-    entry, _, which = metric.partition(":")
-    vals, counts = {}, {}
-    for u in partner.values:  # each run pairs with the evaluation of its own base model
-        base = found.get(u[0] if len(u) == 2 else (u[0], u[2]))  # its base seed's, on its kernel family
-        if base is None or entry not in base.benchmarks:
-            continue
-        v, n = _bench_value(base.benchmarks[entry], which or None)
-        if v is not None:
-            vals[u] = float(v)
-            if n:
-                counts[u] = int(n)
-    return ArmValues(label, vals, counts, one_model=True, is_base=True)
 
 
 # ---------------------------------------------------------------- one claim
