@@ -114,12 +114,6 @@ def bound_text(r: dict[str, Any]) -> str:
     return f"smallest effect {_num(r['smallest_effect'], unit, False)} {unit_label(unit)}"
 
 
-def _when(ts: Any) -> str:
-    if ts is None or (isinstance(ts, float) and math.isnan(ts)):
-        return "n/a"
-    return _dt.datetime.fromtimestamp(float(ts), _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
 def with_preregistration(table: pd.DataFrame, commit: dict[str, Any]) -> pd.DataFrame:
     """`preregistered`: yes when the committed, unmodified claims file predates every run of the
     claim's arms (run dirs' config.yaml times); no, or unknown outside a git checkout."""

@@ -130,7 +130,3 @@ def load_study_runs(study_dir: str | Path, only_finished: bool = True) -> list[R
             continue
         runs.append(load_run(d))
     return runs
-
-
-def variants_in_order(runs: list[Run]) -> list[str]:
-    return list(dict.fromkeys(r.variant for r in runs))

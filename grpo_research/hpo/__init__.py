@@ -10,7 +10,7 @@
   after `grace_period` seconds and retried (same parameters, same run dir, so the run resumes
   from its checkpoint). `exclusive` (one worker) retries trials a killed search left RUNNING
   at once instead of after the grace period.
-- A trial (DESIGN principle 11) launches `grpo-research train` on its own run dir
+- A trial (an ordinary run, nothing special to the search) launches `grpo-research train` on its own run dir
   (`<runs>/trial-NNNN`) in a subprocess, tails its `metrics.jsonl` for evaluation rows, reports
   them and kills the run when pruned; the objective is the run's last `eval/accuracy`. W&B
   logging is the run's own tracker (group `hpo-<name>`, a tag per parameter).

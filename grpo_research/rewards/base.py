@@ -3,7 +3,8 @@
 A reward term maps a batch of (problem, completion, finished) to one float per completion,
 or None for a completion that must be masked (an infrastructure failure such as a sandbox
 error: never a wrong answer). `WeightedReward` sums named terms with config weights and keeps
-every component for logging. Rewards are never called advantages (DESIGN principle 5).
+every component for logging. Rewards are never called advantages: those belong to the
+algorithms (grpo_research/algorithms/advantages.py).
 """
 from __future__ import annotations
 

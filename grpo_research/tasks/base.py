@@ -1,6 +1,6 @@
 """The task interface: where prompts come from and how a completion is graded.
 
-A task owns its grader (DESIGN principle 7): training rewards and benchmark evaluation
+A task owns its grader (one grading path for training and evaluation): training rewards and benchmark evaluation
 call the same `grade` function, so a model is never trained on one notion of "correct" and
 evaluated on another.
 """
