@@ -146,6 +146,7 @@ def test_rank_zero_alone_writes_the_run_dir(runs):
     (["algo.dynamic_sampling=true"], "algo.dynamic_sampling=true"),
     (["method=reinforce_pp"], "algo.advantage=reinforce_pp"),
     (["algo.adv_scale=batch"], "algo.adv_scale=batch"),
+    (["method=nsr", "algo.adv_scale=batch"], "algo.adv_scale=batch"),  # NSR builds on the group estimator
 ])
 def test_launcher_refuses_what_cannot_shard_with_one_line(extra, needle, eos_model_dir, tmp_path, capsys):
     run = tmp_path / "run"

@@ -19,7 +19,8 @@ so a group whose completions are all wrong contributes nothing, as in GRPO.
 
 Adding an estimator: one function `f(rewards (N,), algo config) -> advantages (N,)` registered
 with `@register_advantage("name")` (say `cross_group=` when it looks beyond a prompt's own
-group: data-parallel training then refuses it), a hand-computed test, and a method preset in
+group: data-parallel training then refuses it; `builds_on=` when it calls another estimator,
+whose reasons it then inherits), a hand-computed test, and a method preset in
 grpo_research/methods.py that selects it.
 """
 from __future__ import annotations
@@ -46,10 +47,20 @@ class Advantage:
 ADVANTAGES: Registry[Advantage] = Registry("advantage estimator")
 
 
-def register_advantage(name: str, cross_group: str | Callable[[object], str | None] | None = None):
+def register_advantage(name: str, cross_group: str | Callable[[object], str | None] | None = None,
+                       builds_on: str | None = None):
     """Decorator: register `fn(rewards, algo) -> advantages` as `algo.advantage=name`.
-    `cross_group`: a reason (or a function of the algo config giving one) when it looks across groups."""
-    reason = cross_group if callable(cross_group) else (lambda algo, r=cross_group: r)
+    `cross_group`: a reason (or a function of the algo config giving one) when it looks across
+    groups. `builds_on`: the registered estimator `fn` calls, whose reasons it inherits (NSR on
+    the group estimator looks across groups whenever that one does)."""
+    own = cross_group if callable(cross_group) else (lambda algo, r=cross_group: r)
+    if builds_on is not None:
+        inner = ADVANTAGES.lookup(builds_on)
+
+        def reason(algo):
+            return own(algo) or inner.cross_group(algo)
+    else:
+        reason = own
 
     def deco(fn):
         ADVANTAGES.register(name, Advantage(fn, reason))
@@ -93,7 +104,7 @@ def reinforce_pp(rewards: torch.Tensor, algo) -> torch.Tensor:
     return batch_normalized_advantages(rewards)
 
 
-@register_advantage("negative_only")
+@register_advantage("negative_only", builds_on="group")
 def negative_only(rewards: torch.Tensor, algo) -> torch.Tensor:
     adv = group(rewards, algo)  # (N,)
     return adv.clamp(max=0.0)  # (N,) below-mean completions only
