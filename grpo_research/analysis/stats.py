@@ -252,16 +252,23 @@ def benjamini_hochberg(p: Sequence[float]) -> list[float]:
     """Benjamini-Hochberg adjusted p-values (step-up; Benjamini & Hochberg 1995): rejecting the
     hypotheses whose adjusted value is <= q controls the false-discovery rate at q for
     independent or positively dependent tests. nan stays nan and does not count in m."""
+    def step_up(sorted_p: np.ndarray, m: int) -> np.ndarray:
+        ranked = sorted_p * m / np.arange(1, m + 1)  # p_(i) * m / i
+        return np.minimum.accumulate(ranked[::-1])[::-1]  # monotone from the largest down
+
+    return _adjusted(p, step_up)
+
+
+def _adjusted(p: Sequence[float], adjust) -> list[float]:
+    """`adjust(finite p ascending, m)` applied to the finite p-values, capped at 1, back in their
+    places; nan stays nan and does not count in m."""
     vals = np.asarray(p, dtype=float)
     out = np.full(vals.shape, np.nan)
     ok = np.flatnonzero(np.isfinite(vals))
-    m = ok.size
-    if m == 0:
+    if ok.size == 0:
         return out.tolist()
     order = ok[np.argsort(vals[ok], kind="stable")]  # indices of finite p, ascending
-    ranked = vals[order] * m / np.arange(1, m + 1)  # p_(i) * m / i
-    adjusted = np.minimum.accumulate(ranked[::-1])[::-1]  # monotone from the largest down
-    out[order] = np.minimum(adjusted, 1.0)
+    out[order] = np.minimum(adjust(vals[order], ok.size), 1.0)
     return out.tolist()
 
 
@@ -270,16 +277,7 @@ def holm(p: Sequence[float]) -> list[float]:
     value is <= alpha controls the family-wise error rate at alpha under any dependence between
     the tests. Adjusted p_(i) = max over j <= i of min(1, (m - j + 1) p_(j)), ranks from 1 in
     ascending order. nan stays nan and does not count in m."""
-    vals = np.asarray(p, dtype=float)
-    out = np.full(vals.shape, np.nan)
-    ok = np.flatnonzero(np.isfinite(vals))
-    m = ok.size
-    if m == 0:
-        return out.tolist()
-    order = ok[np.argsort(vals[ok], kind="stable")]
-    ranked = vals[order] * (m - np.arange(m))  # (m - i + 1) p_(i) for ranks i = 1..m
-    out[order] = np.minimum(np.maximum.accumulate(ranked), 1.0)
-    return out.tolist()
+    return _adjusted(p, lambda sorted_p, m: np.maximum.accumulate(sorted_p * (m - np.arange(m))))  # (m-i+1) p_(i)
 
 
 def power_one_sided(n: int, distance: float, sd: float, alpha: float = ALPHA) -> float:
