@@ -23,7 +23,9 @@ from pathlib import Path
 
 from _common import ROOT, default_model_dir, worker_env
 
-METHODS = ("grpo", "dr_grpo", "dapo", "gspo", "rloo", "reinforce_pp", "ppo", "sft_control")
+from grpo_research.methods import METHODS as REGISTERED  # noqa: E402
+
+METHODS = tuple(REGISTERED)  # every registered method
 FAST = ["train.steps={steps}", "train.eval_every=10", "train.eval_size=200", "train.checkpoint_every=10",
         "train.samples_every=10", "train.threads=1", "tracking.wandb=disabled", "tracking.progress=false"]
 
@@ -78,6 +80,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", help="starting checkpoint (default: the cached offline base model)")
+    ap.add_argument("--args", default="", help="config overrides for both sides, space-separated (e.g. "
+                    "'train.micro_batch_size=16 critic.warmup_steps=3' to compare a path the defaults skip)")
     ap.add_argument("--after-args", default="", help="config overrides for the after side only, space-separated "
                     "(e.g. a new option set to keep the old code path: 'train.shared_prefix=false')")
     args = ap.parse_args()
@@ -88,7 +92,7 @@ def main() -> int:
         srcs = {side: checkout(rev, tmp) for side, rev in (("before", args.before), ("after", args.after))}
         for method in args.methods.split(","):
             logs = {side: train(src, method, tmp / side / method, model, args.steps, args.seed,
-                                args.after_args.split() if side == "after" else [])
+                                args.args.split() + (args.after_args.split() if side == "after" else []))
                     for side, src in srcs.items()}
             diffs = compare(logs["before"], logs["after"])
             n_rows = len(logs["before"])
@@ -108,7 +112,8 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{len(args.methods.split(',')) - failed} of {len(args.methods.split(','))} methods identical "
           f"({args.steps} steps, seed {args.seed}; before {args.before}, after {args.after}"
-          f"{' with ' + args.after_args if args.after_args else ''})")
+          f"{'; both with ' + args.args if args.args else ''}"
+          f"{'; after with ' + args.after_args if args.after_args else ''})")
     return 1 if failed else 0
 
 

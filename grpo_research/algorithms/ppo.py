@@ -3,6 +3,10 @@ generalised advantage estimation, masked whitening, the clipped value loss and e
 variance. The clipped policy term is `clipped_surrogate` (algorithms.core) with per-token
 advantages.
 
+`ppo_loss` assembles one (micro-)batch's loss from them: the clipped surrogate, the value
+loss, the entropy bonus and (optionally) a KL term in the loss, each aggregated as the
+aggregation says (`algorithms.loss.aggregate_loss`).
+
 Papers: Schulman et al., "Proximal Policy Optimization Algorithms", arXiv 1707.06347 (clipped
 surrogate, eq. 7; value loss and entropy bonus, eq. 9); Schulman et al., "High-Dimensional
 Continuous Control Using Generalized Advantage Estimation", arXiv 1506.02438 (GAE, eq. 16);
@@ -30,7 +34,8 @@ from __future__ import annotations
 
 import torch
 
-from grpo_research.algorithms.core import kl_estimate
+from grpo_research.algorithms.core import clipped_surrogate, kl_estimate
+from grpo_research.algorithms.loss import aggregate_loss
 
 
 def kl_penalized_rewards(
@@ -147,12 +152,52 @@ def token_entropy(logits: torch.Tensor) -> torch.Tensor:
     return -(logp_all.exp() * logp_all).sum(dim=-1)  # (B, T)
 
 
+def ppo_loss(
+    logp: torch.Tensor | None, old_logp: torch.Tensor, advantages: torch.Tensor, values: torch.Tensor,
+    old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, *, clip_eps: float,
+    clip_eps_high: float | None = None, value_clip: float | None = None, vf_coef: float = 1.0,
+    entropy: torch.Tensor | None = None, ent_coef: float = 0.0, ref_logp: torch.Tensor | None = None,
+    beta: float = 0.0, kl_estimator: str = "k3", loss_agg: str = "token", max_len: int | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """(loss (), {"value_loss": (), "pg_loss": ()}) of PPO on one batch of completions:
+
+        loss = pg + vf_coef x value - ent_coef x entropy + beta x KL(pi || pi_ref)
+
+    each term aggregated over `mask` as `loss_agg` says. pg: the clipped surrogate (PPO eq. 7)
+    of the per-token `advantages` (already whitened when the caller whitens them), ratio
+    exp(logp - old_logp) clipped at [1 - clip_eps, 1 + clip_eps_high] (clip_eps_high None: clip_eps);
+    value: `clipped_value_loss(values, old_values, returns, value_clip)`; the entropy bonus when
+    ent_coef > 0 (`entropy` (B, T) with gradient); the KL term when `ref_logp` is given and
+    beta > 0 (PPO with the KL in the loss; with the KL in the reward pass ref_logp None).
+
+    `logp` None (a critic-only update, critic warm-up): the loss is vf_coef x value alone and
+    `pg_loss` is absent. Every (B, T) tensor is over completion tokens."""
+    agg = lambda x: aggregate_loss(x, mask, loss_agg, max_len=max_len)  # noqa: E731
+    value = agg(clipped_value_loss(values, old_values, returns, value_clip))  # ()
+    loss = vf_coef * value  # ()
+    stats = {"value_loss": value}
+    if logp is None:
+        return loss, stats
+    eps_high = clip_eps if clip_eps_high is None else clip_eps_high
+    pg = agg(clipped_surrogate(logp, old_logp, advantages, clip_eps, eps_high))  # ()
+    loss = loss + pg
+    if ent_coef > 0:
+        if entropy is None:
+            raise ValueError("ppo_loss: ent_coef > 0 needs the token entropy")
+        loss = loss - ent_coef * agg(entropy)
+    if ref_logp is not None and beta > 0:
+        loss = loss + beta * agg(kl_estimate(logp, ref_logp, kl_estimator))
+    stats["pg_loss"] = pg
+    return loss, stats
+
+
 __all__ = [
     "clipped_value_loss",
     "explained_variance",
     "gae",
     "kl_penalized_rewards",
     "masked_mean_std",
+    "ppo_loss",
     "token_entropy",
     "value_clip_fraction",
     "whiten",

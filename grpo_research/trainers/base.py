@@ -46,7 +46,9 @@ from grpo_research.tasks.base import heldout_or_refuse, ood_or_refuse
 from grpo_research.tasks.prompting import pose
 from grpo_research.tracking import NullTracker, Tracker, read_metrics
 from grpo_research.trainers import common, distributed
+from grpo_research.algorithms import loss_mask
 from grpo_research.trainers.cost import CostMeter, estimate_step_bytes, forward_flops, memory_limit_bytes
+from grpo_research.trainers.update import OptimGroup, Update, micro_batches, update
 
 
 BASE_P_PROMPTS = 128  # training problems (x G samples) that measure the base correctness of `random` p: base
@@ -124,6 +126,8 @@ class Trainer:
         self.n_params = sum(p.numel() for p in self.policy.parameters())
         self.sched = common.make_scheduler(self.opt, o.warmup_steps, self.policy_updates(), o.schedule,
                                            o.min_lr_ratio)
+        # what `update` steps (trainers/update.py); a method adds its own groups in setup (PPO's critic)
+        self.groups = {"policy": OptimGroup(list(self.policy.parameters()), self.opt, self.sched)}
         self.data_rng = random.Random(cfg.seed)
         self.heldout = self.task.heldout_problems(cfg.train.eval_size)
         # an out-of-distribution split evaluated beside it, where the task has one (arith ood_level)
@@ -205,8 +209,21 @@ class Trainer:
 
     def micro_batches(self, n: int) -> list[slice]:
         """Slices of `train.micro_batch_size` rows over a batch of `n` (one slice when 0 or >= n)."""
-        size = self.cfg.train.micro_batch_size or n
-        return [slice(i, min(i + size, n)) for i in range(0, n, size)] or [slice(0, 0)]
+        return micro_batches(n, self.cfg.train.micro_batch_size)
+
+    def update(self, loss_fn, parts, scales, step=None) -> Update:
+        """One optimizer step through the update engine (trainers/update.py): micro-batches
+        accumulated, the data-parallel sum, the non-finite skip, clipping at optim.max_grad_norm,
+        the optimizer and schedule of each group in `step` (default: every group)."""
+        return update(loss_fn, parts, scales, self.groups, max_norm=self.cfg.optim.max_grad_norm, dp=self.dp,
+                      step=step)
+
+    def loss_mask(self, batch: RolloutBatch, rb: RewardBatch) -> torch.Tensor:
+        """(N, T) the tokens that enter the loss: completion tokens of the completions no reward
+        term masked (sandbox errors), and with algo.overlong_filter (DAPO) only finished ones."""
+        keep = torch.tensor(rb.mask, dtype=torch.float32, device=self.device)  # (N,)
+        finished = torch.tensor(batch.finished, dtype=torch.float32, device=self.device)  # (N,)
+        return loss_mask(batch.completion_mask, keep, finished, self.cfg.algo.overlong_filter)  # (N, T)
 
     # ------------------------------------------------------------ RL pieces
     def _reward_options(self) -> dict[str, dict]:
@@ -265,6 +282,14 @@ class Trainer:
         completion counts in `samples`."""
         cfg, a = self.cfg, self.cfg.algo
         G, want = a.group_size, cfg.rollout.prompts_per_step
+        self.policy.eval()  # sampling mode while generating; back to training mode on return
+        try:
+            return self._rollout_and_score(model, G, want)
+        finally:
+            self.policy.train()
+
+    def _rollout_and_score(self, model, G: int, want: int):
+        cfg, a = self.cfg, self.cfg.algo
         lo, hi = self.dp.shard(want)  # data parallel: this process's prompts of the step (all of them at world 1)
         sampler = {} if cfg.rollout.sampler == "torch" else {"sampler": cfg.rollout.sampler, "row_offset": lo * G}
         batches, scores, keep_rows = [], [], []

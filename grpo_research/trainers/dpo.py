@@ -34,6 +34,7 @@ from grpo_research.algorithms import dpo_implicit_rewards, dpo_loss, masked_mean
 from grpo_research.trainers import common
 from grpo_research.trainers.cost import forward_flops, train_flops
 from grpo_research.trainers.sampled import SampleSourceTrainer
+from grpo_research.trainers.update import Loss
 
 
 class DPOTrainer(SampleSourceTrainer):
@@ -41,10 +42,7 @@ class DPOTrainer(SampleSourceTrainer):
         cfg, a = self.cfg, self.cfg.algo
         t0 = time.perf_counter()
         self.reset_reference_if_due()
-        sampler = self.sampler()
-        self.policy.eval()
-        batch, rb, info = self.rollout_and_score(sampler)
-        self.policy.train()
+        batch, rb, info = self.rollout_and_score(self.sampler())
         t_rollout = time.perf_counter()
         correct = torch.tensor([c is not None and c >= 1.0 for c in rb.components[cfg.algo.accept_term]])  # (N,)
         chosen, rejected = preference_pairs(correct, torch.tensor(rb.mask, dtype=torch.bool), a.group_size)  # (P,)
@@ -52,12 +50,10 @@ class DPOTrainer(SampleSourceTrainer):
         stats: dict[str, Any] = {"pairs": P, "lr": self.sched.get_last_lr()[0]}
         flops = 0.0
         if P:
-            # each micro-batch: k pairs, their chosen rows then their rejected rows
-            per = max(1, (cfg.train.micro_batch_size or 2 * P) // 2)
             T = batch.completion_mask.shape[1]
-            self.opt.zero_grad(set_to_none=True)
-            loss, parts, entropies, masks = None, [], [], []
-            for lo in range(0, P, per):
+
+            def loss_fn(lo: int) -> Loss:
+                """Pairs lo .. lo + per: their chosen rows then their rejected rows."""
                 idx = torch.cat([chosen[lo:lo + per], rejected[lo:lo + per]]).to(self.device)  # (2k,)
                 k = len(idx) // 2
                 ids, am = batch.input_ids[idx], batch.attention_mask[idx]  # (2k, P + T)
@@ -69,32 +65,31 @@ class DPOTrainer(SampleSourceTrainer):
                 seq = (logp * mask).sum(1)  # (2k,)
                 losses = dpo_loss(seq[:k], seq[k:], ref_seq[:k], ref_seq[k:], a.beta,
                                   label_smoothing=cfg.dpo.label_smoothing, loss_type=cfg.dpo.loss_type)  # (k,)
-                part = losses.sum() / P  # this micro-batch's share of the mean over all pairs
-                part.backward()
-                loss = part.detach() if loss is None else loss + part.detach()
-                parts.append(torch.stack([dpo_implicit_rewards(seq[:k].detach(), ref_seq[:k], a.beta),
-                                          dpo_implicit_rewards(seq[k:].detach(), ref_seq[k:], a.beta)]))  # (2, k)
-                entropies.append(entropy)
-                masks.append(mask)
-                flops += forward_flops(self.n_params, int(am.sum())) + train_flops(self.n_params, int(am.sum()))
-            if torch.isfinite(loss):
-                max_norm = cfg.optim.max_grad_norm if cfg.optim.max_grad_norm > 0 else float("inf")
-                stats["grad_norm"] = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm).item()
-                self.opt.step()
-                self.sched.step()
+                rewards = torch.stack([dpo_implicit_rewards(seq[:k].detach(), ref_seq[:k], a.beta),
+                                       dpo_implicit_rewards(seq[k:].detach(), ref_seq[k:], a.beta)])  # (2, k)
+                tokens = int(am.sum())
+                return Loss(losses.sum() / P,  # this micro-batch's share of the mean over all pairs
+                            aux=(rewards, entropy, mask, forward_flops(self.n_params, tokens) + train_flops(self.n_params, tokens)))
+
+            per = max(1, (cfg.train.micro_batch_size or 2 * P) // 2)  # pairs per micro-batch
+            parts = list(range(0, P, per))
+            up = self.update(loss_fn, parts, [1.0] * len(parts))
+            if up.finite:
+                stats["grad_norm"] = up.grad_norm["policy"].item()
             else:
-                self.opt.zero_grad(set_to_none=True)
                 stats["nonfinite_loss"] = True
-            r = torch.cat(parts, dim=1)  # (2, P) implicit rewards of the chosen and rejected completions
+            r = torch.cat([x[0] for x in up.aux], dim=1)  # (2, P) implicit rewards of the chosen and rejected completions
+            masks = [x[2] for x in up.aux]
             stats.update({
-                "loss": loss.item(),
+                "loss": up.loss.item(),
                 "dpo/accuracy": (r[0] > r[1]).float().mean().item(),
                 "dpo/margin": (r[0] - r[1]).mean().item(),
                 "dpo/chosen_reward": r[0].mean().item(),
                 "dpo/rejected_reward": r[1].mean().item(),
-                "entropy": masked_mean(torch.cat(entropies), torch.cat(masks)).item(),
+                "entropy": masked_mean(torch.cat([x[1] for x in up.aux]), torch.cat(masks)).item(),
             })
             self._stat_weights = {"entropy": float(sum(m.sum() for m in masks))}
+            flops = sum(x[3] for x in up.aux)
         t_end = time.perf_counter()
         return self.rl_row(t0, t_rollout, t_end, info, batch, rb, stats, flops)
 

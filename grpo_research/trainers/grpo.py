@@ -37,20 +37,13 @@ from typing import Any
 
 import torch
 
-from grpo_research.algorithms import (
-    ADVANTAGES,
-    SURROGATES,
-    loss_mask,
-    masked_mean,
-    micro_batch_scale,
-    policy_loss,
-    policy_loss_stats,
-)
+from grpo_research.algorithms import ADVANTAGES, SURROGATES, masked_mean, policy_loss, policy_loss_stats
 from grpo_research.rollout import SampledRolloutBatch
 from grpo_research.rollout.vllm_backend import logp_drift
 from grpo_research.trainers import common
 from grpo_research.trainers.base import Trainer
 from grpo_research.trainers.cost import forward_flops, train_flops
+from grpo_research.trainers.update import Loss, micro_batch_scales
 
 
 class GRPOTrainer(Trainer):
@@ -69,85 +62,71 @@ class GRPOTrainer(Trainer):
 
     def train_step(self) -> dict[str, Any]:
         cfg, a = self.cfg, self.cfg.algo
-        temp = cfg.rollout.temperature
         t0 = time.perf_counter()
         self.reset_reference_if_due()
-        # rollout and reward
-        self.policy.eval()
-        batch, rb, info = self.rollout_and_score()
-        self.policy.train()
+        batch, rb, info = self.rollout_and_score()  # G completions per prompt, scored; dynamic sampling
         t_rollout = time.perf_counter()
         n = len(batch.completions)
         if n == 0:  # dynamic sampling found no informative group: no update this step
             return self.rl_row(t0, t_rollout, time.perf_counter(), info, batch, rb, {}, 0.0)
-
-        # advantage
-        rewards = torch.tensor(rb.total, device=self.device)  # (N,)
-        advantages = ADVANTAGES[a.advantage](rewards, a)  # (N,)
-        keep = torch.tensor(rb.mask, dtype=torch.float32, device=self.device)  # (N,) sandbox errors etc. masked
-        finished = torch.tensor(batch.finished, dtype=torch.float32, device=self.device)  # (N,)
-        mask = loss_mask(batch.completion_mask, keep, finished, a.overlong_filter)  # (N, T)
-        T = mask.shape[1]
+        advantages = ADVANTAGES[a.advantage](torch.tensor(rb.total, device=self.device), a)  # (N,)
+        mask = self.loss_mask(batch, rb)  # (N, T) sandbox errors, DAPO's overlong filter
+        T, parts = mask.shape[1], self.micro_batches(n)  # micro-batches of train.micro_batch_size rows
+        # once per batch: log-probs of the reference and of the rollout policy (mu > 1)
+        ref_logp = self.batch_logprobs(self.ref, batch, parts, T) if self.ref is not None else None
+        old_logp = self.batch_logprobs(self.policy, batch, parts, T) if a.num_iterations > 1 else None
         # data parallel: this process's share of the one-process loss (1 at world 1)
-        loss_scale = self.dp.loss_scale(mask, a.loss_agg)
+        scales = micro_batch_scales(parts, mask, a.loss_agg, self.dp.loss_scale(mask, a.loss_agg))
 
-        # log-probs of the reference and of the rollout policy (mu > 1), once per batch
-        parts = self.micro_batches(n)  # slices of train.micro_batch_size rows (one slice: the whole batch)
-        ids, am = batch.input_ids, batch.attention_mask
-        ref_logp = old_logp = None
-        if self.ref is not None:
-            with torch.inference_mode():
-                ref_logp = torch.cat([self.logprobs(self.ref, ids[s], am[s], T, temp)[0] for s in parts])
-            ref_logp = ref_logp.clone()  # (N, T) a normal tensor, usable in autograd
-        if a.num_iterations > 1:
-            with torch.no_grad():
-                old_logp = torch.cat([self.logprobs(self.policy, ids[s], am[s], T, temp)[0] for s in parts])
+        def loss_fn(s: slice, first: bool) -> Loss:
+            logp, entropy = self.logprobs(self.policy, batch.input_ids[s], batch.attention_mask[s], T,
+                                          cfg.rollout.temperature, with_entropy=first)  # (n, T)
+            old = logp.detach() if old_logp is None else old_logp[s]  # (n, T)
+            loss, _ = policy_loss(logp, old, None if ref_logp is None else ref_logp[s], advantages[s], mask[s],
+                                  a, cfg.rollout.max_new_tokens)
+            return Loss(loss, aux=(logp.detach(), entropy))
 
-        # loss and mu updates, gradients accumulated over the micro-batches
         stats: dict[str, Any] = {}
-        max_norm = cfg.optim.max_grad_norm if cfg.optim.max_grad_norm > 0 else float("inf")
-        tokens = float(mask.sum())  # valid tokens of the batch
-        for it in range(a.num_iterations):
-            self.opt.zero_grad(set_to_none=True)
-            loss, logps, entropies = None, [], []
-            for s in parts:
-                logp, entropy = self.logprobs(self.policy, ids[s], am[s], T, temp, with_entropy=(it == 0))  # (n, T)
-                old = logp.detach() if old_logp is None else old_logp[s]  # (n, T)
-                part_loss, _ = policy_loss(logp, old, None if ref_logp is None else ref_logp[s], advantages[s],
-                                           mask[s], a, cfg.rollout.max_new_tokens)
-                scale = loss_scale * micro_batch_scale(a.loss_agg, len(logp), n, float(mask[s].sum()), tokens)
-                (part_loss * scale).backward()
-                loss = part_loss.detach() * scale if loss is None else loss + part_loss.detach() * scale
-                logps.append(logp.detach())
-                entropies.append(entropy)
-            # gradients (and the loss) summed over data-parallel processes (nothing at world 1)
-            loss = self.dp.all_reduce_grads(self.policy.parameters(), loss)
-            if not torch.isfinite(loss):  # skip the update; the parameters stay as they were
-                self.opt.zero_grad(set_to_none=True)
-                stats = {"loss": loss.item(), "nonfinite_loss": True, "lr": self.sched.get_last_lr()[0]}
+        for it in range(a.num_iterations):  # mu updates on the same batch
+            up = self.update(functools.partial(loss_fn, first=it == 0), parts, scales)
+            if not up.finite:
+                stats = {"loss": up.loss.item(), "nonfinite_loss": True, "lr": up.lr["policy"]}
                 break
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
-            lr = self.sched.get_last_lr()[0]
-            self.opt.step()
-            self.sched.step()
             if it == 0:
-                logp = torch.cat(logps)  # (N, T)
-                entropy = torch.cat(entropies)  # (N, T)
-                old = logp if old_logp is None else old_logp
-                loss_stats = policy_loss_stats(logp, old, ref_logp, advantages, mask, a)
-                stats = {"loss": loss.item(), "kl": loss_stats["kl"].item(), "clip_frac": loss_stats["clip_frac"].item(),
-                         "entropy": masked_mean(entropy, mask).item(), "grad_norm": grad_norm.item(), "lr": lr}
-                clip_unit = float(n) if SURROGATES[a.importance].unit == "sequence" else tokens
-                self._stat_weights = {"kl": tokens, "entropy": tokens, "clip_frac": clip_unit}  # what each mean is over
-                if isinstance(batch, SampledRolloutBatch) and batch.sampler_logprobs is not None:
-                    # mean |logp under the sampler (vLLM) - logp under the trainer| on the sampled tokens
-                    stats["rollout/logp_drift"] = logp_drift(batch.sampler_logprobs, logp, batch.completion_mask)
+                stats = self._first_update_stats(up, batch, old_logp, ref_logp, advantages, mask)
         t_end = time.perf_counter()
+        return self.rl_row(t0, t_rollout, t_end, info, batch, rb, stats, self._update_flops(batch, T, old_logp))
 
-        # FLOPs besides generation (counted by rl_row): the once-per-batch forwards and the updates
-        # prompt + completion tokens of the trained batch (each group's prompt once with the shared prefix)
-        seq_tokens = common.forward_tokens(batch.input_ids, batch.attention_mask, T,
-                                           self.shared_prefix, a.group_size)
+    def batch_logprobs(self, model, batch, parts: list[slice], T: int) -> torch.Tensor:
+        """(N, T) log-probs of the sampled tokens under a model held fixed for the step (no gradient)."""
+        with torch.inference_mode():
+            logp = torch.cat([self.logprobs(model, batch.input_ids[s], batch.attention_mask[s], T,
+                                            self.cfg.rollout.temperature)[0] for s in parts])
+        return logp.clone()  # a normal tensor, usable in autograd
+
+    def _first_update_stats(self, up, batch, old_logp, ref_logp, advantages, mask) -> dict[str, Any]:
+        """The step's statistics, from the first of the mu updates (before it changed the policy)."""
+        a = self.cfg.algo
+        logp = torch.cat([x[0] for x in up.aux])  # (N, T)
+        entropy = torch.cat([x[1] for x in up.aux])  # (N, T)
+        s = policy_loss_stats(logp, logp if old_logp is None else old_logp, ref_logp, advantages, mask, a)
+        stats = {"loss": up.loss.item(), "kl": s["kl"].item(), "clip_frac": s["clip_frac"].item(),
+                 "entropy": masked_mean(entropy, mask).item(), "grad_norm": up.grad_norm["policy"].item(),
+                 "lr": up.lr["policy"]}
+        tokens = float(mask.sum())
+        clip_unit = float(len(logp)) if SURROGATES[a.importance].unit == "sequence" else tokens
+        self._stat_weights = {"kl": tokens, "entropy": tokens, "clip_frac": clip_unit}  # what each mean is over
+        if isinstance(batch, SampledRolloutBatch) and batch.sampler_logprobs is not None:
+            # mean |logp under the sampler (vLLM) - logp under the trainer| on the sampled tokens
+            stats["rollout/logp_drift"] = logp_drift(batch.sampler_logprobs, logp, batch.completion_mask)
+        return stats
+
+    def _update_flops(self, batch, T: int, old_logp) -> float:
+        """FLOPs besides generation (counted by rl_row): the once-per-batch forwards and the updates,
+        over the prompt + completion tokens of the trained batch (each group's prompt once with the
+        shared prefix)."""
+        a = self.cfg.algo
+        seq_tokens = common.forward_tokens(batch.input_ids, batch.attention_mask, T, self.shared_prefix, a.group_size)
         n_forward = (self.ref is not None) + (old_logp is not None)
-        flops = forward_flops(self.n_params, seq_tokens) * n_forward + train_flops(self.n_params, seq_tokens) * a.num_iterations
-        return self.rl_row(t0, t_rollout, t_end, info, batch, rb, stats, flops)
+        return (forward_flops(self.n_params, seq_tokens) * n_forward
+                + train_flops(self.n_params, seq_tokens) * a.num_iterations)

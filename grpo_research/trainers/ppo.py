@@ -78,21 +78,13 @@ from typing import Any
 import torch
 from transformers import AutoModel
 
-from grpo_research.algorithms import (
-    aggregate_loss,
-    clip_fraction,
-    clipped_surrogate,
-    kl_estimate,
-    loss_mask,
-    masked_mean,
-    micro_batch_scale,
-)
+from grpo_research.algorithms import clip_fraction, kl_estimate, masked_mean
 from grpo_research.algorithms.ppo import (
-    clipped_value_loss,
     explained_variance,
     gae,
     kl_penalized_rewards,
     masked_mean_std,
+    ppo_loss,
     token_entropy,
     value_clip_fraction,
     whiten,
@@ -101,6 +93,7 @@ from grpo_research.models import DTYPES
 from grpo_research.trainers import common
 from grpo_research.trainers.base import Trainer
 from grpo_research.trainers.cost import forward_flops, train_flops
+from grpo_research.trainers.update import Loss, OptimGroup, micro_batch_scales
 
 
 class ValueHead(torch.nn.Module):
@@ -188,6 +181,7 @@ class PPOTrainer(Trainer):
         self.critic_opt = common.make_optimizer(self.critic.parameters(), c.lr, o.weight_decay, (o.beta1, o.beta2))
         self.critic_sched = common.make_scheduler(self.critic_opt, 0, cfg.train.steps * self._updates_per_step(),
                                                   o.schedule, o.min_lr_ratio)
+        self.groups["critic"] = OptimGroup(list(self.critic.parameters()), self.critic_opt, self.critic_sched)
         self.cost.register("critic", self.critic, self.critic_opt)
         self.n_critic_params = sum(q.numel() for q in self.critic.parameters())
 
@@ -233,38 +227,30 @@ class PPOTrainer(Trainer):
             return self.critic(hidden)  # (N, T)
         return self.critic(input_ids, attention_mask, T, G)  # (N, T)
 
-    # ------------------------------------------------------------ one training step
-    def train_step(self) -> dict[str, Any]:
-        cfg, a, p = self.cfg, self.cfg.algo, self.cfg.ppo
-        t0 = time.perf_counter()
-        self.reset_reference_if_due()
-        self.policy.eval()
-        batch, rb, info = self.rollout_and_score()  # the shared rollout and reward
-        self.policy.train()
-        t_rollout = time.perf_counter()
-        N = len(batch.completions)
-        if N == 0:  # dynamic sampling (when enabled) found no informative group: no update
-            return self.rl_row(t0, t_rollout, time.perf_counter(), info, batch, rb, {}, 0.0)
+    def _minibatch_forward(self, batch, j: torch.Tensor, T: int, critic_only: bool, first):
+        """(logp, entropy, values) (k, T) of rows `j` with gradient: values alone during the
+        critic warm-up; the rows of `first` (the forward done before GAE) when given."""
+        ids, am = batch.input_ids[j], batch.attention_mask[j]  # (k, L)
+        ent_coef = self.cfg.ppo.ent_coef
+        if critic_only:
+            return None, None, self._values_only(ids, am, T)
+        if first is not None:
+            logp, ent, values = (x[j] if x is not None else None for x in first)  # (k, T) each
+            return logp, ent if ent_coef > 0 else None, values
+        return self._forward(ids, am, T, values=True, entropy=ent_coef > 0, entropy_grad=True)
 
-        scores = torch.tensor(rb.total, device=self.device)  # (N,) verifier score per completion
-        keep = torch.tensor(rb.mask, dtype=torch.float32, device=self.device)  # (N,) sandbox errors etc. masked
-        finished = torch.tensor(batch.finished, dtype=torch.float32, device=self.device)  # (N,)
-        mask = loss_mask(batch.completion_mask, keep, finished, a.overlong_filter)  # (N, T)
-        T = mask.shape[1]
-        eps_high = a.clip_eps_high if a.clip_eps_high is not None else a.clip_eps
-        agg = lambda x, m: aggregate_loss(x, m, a.loss_agg, max_len=cfg.rollout.max_new_tokens)  # noqa: E731
-
-        critic_only = self.step < cfg.critic.warmup_steps
-        mb = min(p.minibatch_size, N)
-        # Once per rollout batch: rollout-policy log-probs, critic values, reference log-probs.
-        # When the first epoch's one minibatch is the whole batch in one micro-batch, its forward
-        # (with gradient, same parameters) gives them: `first` is reused in the loop below.
+    def _batch_forwards(self, batch, T: int, reuse: bool):
+        """Once per rollout batch: (first, old_logp, entropy, old_values, ref_logp). With `reuse`
+        (the first epoch's one minibatch is the whole batch in one micro-batch) the forward with
+        gradient is done here and kept as `first`, its detached outputs the old values (same
+        parameters, same numbers); otherwise micro-batches of train.micro_batch_size rows, no gradient."""
+        p, N = self.cfg.ppo, len(batch.completions)
         first = None
-        if p.reuse_first_forward and not critic_only and mb == N and len(self.micro_batches(N)) == 1:
+        if reuse:
             first = self._forward(batch.input_ids, batch.attention_mask, T, values=True, entropy=True,
                                   entropy_grad=p.ent_coef > 0)  # (N, T) each, with gradient
             old_logp, entropy, old_values = (x.detach() for x in first)
-        with torch.no_grad():  # in micro-batches of train.micro_batch_size rows
+        with torch.no_grad():
             if first is None:
                 parts = [self._forward(batch.input_ids[s], batch.attention_mask[s], T, values=True, entropy=True)
                          for s in self.micro_batches(N)]
@@ -272,24 +258,37 @@ class PPOTrainer(Trainer):
             ref_logp = None
             if self.ref is not None:
                 ref_logp = torch.cat([self.ref_logprobs(self.ref, batch.input_ids[s], batch.attention_mask[s], T,
-                                             cfg.rollout.temperature)[0]
+                                                        self.cfg.rollout.temperature)[0]
                                       for s in self.micro_batches(N)])  # (N, T)
-            reward_beta = 0.0 if p.kl_in_loss else a.beta
-            token_rewards = kl_penalized_rewards(scores, old_logp, ref_logp, mask, reward_beta,
+        return first, old_logp, entropy, old_values, ref_logp
+
+    # ------------------------------------------------------------ one training step
+    def train_step(self) -> dict[str, Any]:
+        cfg, a, p = self.cfg, self.cfg.algo, self.cfg.ppo
+        t0 = time.perf_counter()
+        self.reset_reference_if_due()
+        batch, rb, info = self.rollout_and_score()  # the shared rollout and reward
+        t_rollout = time.perf_counter()
+        N = len(batch.completions)
+        if N == 0:  # dynamic sampling (when enabled) found no informative group: no update
+            return self.rl_row(t0, t_rollout, time.perf_counter(), info, batch, rb, {}, 0.0)
+        scores = torch.tensor(rb.total, device=self.device)  # (N,) verifier score per completion
+        mask = self.loss_mask(batch, rb)  # (N, T) sandbox errors, the overlong filter
+        T = mask.shape[1]
+        critic_only = self.step < cfg.critic.warmup_steps
+        mb = min(p.minibatch_size, N)
+        reuse = p.reuse_first_forward and not critic_only and mb == N and len(self.micro_batches(N)) == 1
+        first, old_logp, entropy, old_values, ref_logp = self._batch_forwards(batch, T, reuse)
+        with torch.no_grad():  # per-token rewards (score minus the KL penalty), GAE, whitening
+            token_rewards = kl_penalized_rewards(scores, old_logp, ref_logp, mask, 0.0 if p.kl_in_loss else a.beta,
                                                  p.reward_kl_estimator)  # (N, T)
             advantages, returns = gae(token_rewards, old_values, mask, p.gamma, p.lam)  # (N, T), (N, T)
-            adv_mean, adv_std = masked_mean_std(advantages, mask)  # (), ()
             adv_used = whiten(advantages, mask) if p.whiten_advantages else advantages  # (N, T)
-            kl_metric = kl_estimate(old_logp, ref_logp, a.kl_estimator) if ref_logp is not None else None  # (N, T)
-            kl_penalty = -(token_rewards.sum(dim=1) - scores * (mask.sum(dim=1) > 0))  # (N,) beta x sum of KL
 
-        max_norm = cfg.optim.max_grad_norm if cfg.optim.max_grad_norm > 0 else float("inf")
         gen = torch.Generator().manual_seed(common.step_seed(cfg.seed, self.step, stream=1))
         acc: dict[str, list[float]] = defaultdict(list)
-        lr = 0.0 if critic_only else self.sched.get_last_lr()[0]
-        critic_lr = self.critic_sched.get_last_lr()[0]
-        trained_tokens = 0
-        nonfinite = False
+        lrs = (0.0 if critic_only else self.sched.get_last_lr()[0], self.critic_sched.get_last_lr()[0])
+        trained_tokens, nonfinite = 0, False
         for epoch in range(p.epochs):
             perm = torch.randperm(N, generator=gen)  # (N,)
             for start in range(0, N, mb):
@@ -299,75 +298,85 @@ class PPOTrainer(Trainer):
                 m = mask[idx]  # (n, T)
                 if m.sum() == 0:
                     continue
-                n, tok = len(idx), float(m.sum())
-                self.opt.zero_grad(set_to_none=True)
-                self.critic_opt.zero_grad(set_to_none=True)
-                loss = value_loss = pg_loss = None
-                logps, vals = [], []
-                for s in self.micro_batches(n):  # gradients accumulated over micro-batches of the minibatch
+
+                def loss_fn(s: slice) -> Loss:  # micro-batch s of the minibatch
                     j = idx[s]  # (k,)
-                    mj = m[s]  # (k, T)
-                    ids, am = batch.input_ids[j], batch.attention_mask[j]  # (k, L)
-                    logp = None
-                    if critic_only:
-                        values = self._values_only(ids, am, T)  # (k, T)
-                    elif first is not None and epoch == 0:  # the forward done before GAE, rows as idx orders them
-                        logp, ent, values = (x[j] if x is not None else None for x in first)  # (k, T) each
-                        ent = ent if p.ent_coef > 0 else None
-                    else:
-                        logp, ent, values = self._forward(ids, am, T, values=True, entropy=p.ent_coef > 0,
-                                                          entropy_grad=True)  # (k, T) each
-                    v_tok = clipped_value_loss(values, old_values[j], returns[j], p.value_clip)  # (k, T)
-                    part_value = agg(v_tok, mj)  # ()
-                    part = p.vf_coef * part_value  # ()
-                    if logp is not None:
-                        pg_tok = clipped_surrogate(logp, old_logp[j], adv_used[j], a.clip_eps, eps_high)  # (k, T)
-                        part_pg = agg(pg_tok, mj)  # ()
-                        part = part + part_pg
-                        if p.ent_coef > 0:
-                            part = part - p.ent_coef * agg(ent, mj)
-                        if p.kl_in_loss and ref_logp is not None:
-                            part = part + a.beta * agg(kl_estimate(logp, ref_logp[j], a.kl_estimator), mj)
-                        logps.append(logp.detach())
-                    scale = micro_batch_scale(a.loss_agg, len(j), n, float(mj.sum()), tok)
-                    if torch.isfinite(part):
-                        (part * scale).backward()
-                    loss = _acc(loss, part.detach(), scale)
-                    value_loss = _acc(value_loss, part_value.detach(), scale)
-                    if logp is not None:
-                        pg_loss = _acc(pg_loss, part_pg.detach(), scale)
-                    vals.append(values.detach())
-                if not torch.isfinite(loss):  # skip this update; the parameters stay as they were
-                    self.opt.zero_grad(set_to_none=True)
-                    self.critic_opt.zero_grad(set_to_none=True)
+                    logp, ent, values = self._minibatch_forward(batch, j, T, critic_only, first if epoch == 0 else None)
+                    loss, st = ppo_loss(logp, old_logp[j], adv_used[j], values, old_values[j], returns[j], m[s],
+                                        clip_eps=a.clip_eps, clip_eps_high=a.clip_eps_high, value_clip=p.value_clip,
+                                        vf_coef=p.vf_coef, entropy=ent, ent_coef=p.ent_coef,
+                                        ref_logp=ref_logp[j] if p.kl_in_loss and ref_logp is not None else None,
+                                        beta=a.beta, kl_estimator=a.kl_estimator, loss_agg=a.loss_agg,
+                                        max_len=cfg.rollout.max_new_tokens)
+                    return Loss(loss, st, (None if logp is None else logp.detach(), values.detach()))
+
+                parts = self.micro_batches(len(idx))
+                up = self.update(loss_fn, parts, micro_batch_scales(parts, m, a.loss_agg),
+                                 step=["critic"] if critic_only else None)
+                if not up.finite:  # skipped; the parameters stay as they were
                     nonfinite = True
                     continue
                 trained_tokens += sum(common.forward_tokens(batch.input_ids[idx[s]], batch.attention_mask[idx[s]], T,
-                                                            self.shared_prefix, a.group_size)
-                                      for s in self.micro_batches(n))
-                values = torch.cat(vals)  # (n, T)
-                if logps:
-                    logp = torch.cat(logps)  # (n, T)
-                    grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
-                    self.opt.step()
-                    self.sched.step()
-                    with torch.no_grad():
-                        acc["pg_loss"].append(pg_loss.item())
-                        acc["grad_norm"].append(grad_norm.item())
-                        acc["clip_frac"].append(clip_fraction(logp, old_logp[idx], adv_used[idx], m, a.clip_eps,
-                                                              eps_high).item())
-                        acc["approx_kl"].append(masked_mean(kl_estimate(logp, old_logp[idx], "k3"), m).item())
-                critic_norm = torch.nn.utils.clip_grad_norm_(self.critic.parameters(), max_norm)
-                self.critic_opt.step()
-                self.critic_sched.step()
-                acc["loss"].append(loss.item())
-                acc["value_loss"].append(value_loss.item())
-                acc["critic_grad_norm"].append(critic_norm.item())
-                acc["value_clip_frac"].append(
-                    value_clip_fraction(values, old_values[idx], returns[idx], m, p.value_clip).item())
+                                                            self.shared_prefix, a.group_size) for s in parts)
+                self._minibatch_stats(acc, up, idx, m, old_logp, adv_used, old_values, returns)
         t_end = time.perf_counter()
+        stats = self._step_stats(acc, lrs, critic_only, mask, old_logp, ref_logp, entropy, old_values, returns,
+                                 advantages, token_rewards, scores)
+        if nonfinite:
+            stats["nonfinite_loss"] = True
+        return self.rl_row(t0, t_rollout, t_end, info, batch, rb, stats,
+                           self._update_flops(batch, T, first, critic_only, trained_tokens))
 
-        # FLOPs besides generation (counted by rl_row): the once-per-batch forwards and the updates.
+    def _minibatch_stats(self, acc, up, idx, m, old_logp, adv_used, old_values, returns) -> None:
+        """Append one minibatch update's statistics to `acc` (their means are the step's)."""
+        a, p = self.cfg.algo, self.cfg.ppo
+        eps_high = a.clip_eps_high if a.clip_eps_high is not None else a.clip_eps
+        values = torch.cat([x[1] for x in up.aux])  # (n, T)
+        with torch.no_grad():
+            if "policy" in up.grad_norm:
+                logp = torch.cat([x[0] for x in up.aux])  # (n, T)
+                acc["pg_loss"].append(up.stats["pg_loss"].item())
+                acc["grad_norm"].append(up.grad_norm["policy"].item())
+                acc["clip_frac"].append(clip_fraction(logp, old_logp[idx], adv_used[idx], m, a.clip_eps, eps_high).item())
+                acc["approx_kl"].append(masked_mean(kl_estimate(logp, old_logp[idx], "k3"), m).item())
+            acc["loss"].append(up.loss.item())
+            acc["value_loss"].append(up.stats["value_loss"].item())
+            acc["critic_grad_norm"].append(up.grad_norm["critic"].item())
+            acc["value_clip_frac"].append(value_clip_fraction(values, old_values[idx], returns[idx], m, p.value_clip).item())
+
+    def _step_stats(self, acc, lrs, critic_only, mask, old_logp, ref_logp, entropy, old_values, returns, advantages,
+                    token_rewards, scores) -> dict[str, Any]:
+        a = self.cfg.algo
+        with torch.no_grad():
+            adv_mean, adv_std = masked_mean_std(advantages, mask)  # (), ()
+            kl_metric = kl_estimate(old_logp, ref_logp, a.kl_estimator) if ref_logp is not None else None  # (N, T)
+            kl_penalty = -(token_rewards.sum(dim=1) - scores * (mask.sum(dim=1) > 0))  # (N,) beta x sum of KL
+        mean = lambda k: sum(acc[k]) / len(acc[k]) if acc[k] else 0.0  # noqa: E731
+        return {
+            "loss": mean("loss"),
+            "pg_loss": mean("pg_loss"),
+            "kl": masked_mean(kl_metric, mask).item() if kl_metric is not None else 0.0,
+            "kl_penalty": kl_penalty.mean().item(),
+            "approx_kl": mean("approx_kl"),
+            "clip_frac": mean("clip_frac"),
+            "entropy": masked_mean(entropy, mask).item(),
+            "grad_norm": mean("grad_norm"),
+            "lr": lrs[0],
+            "value_loss": mean("value_loss"),
+            "value_clip_frac": mean("value_clip_frac"),
+            "explained_variance": explained_variance(old_values, returns, mask).item(),
+            "value_mean": masked_mean(old_values, mask).item(),
+            "return_mean": masked_mean(returns, mask).item(),
+            "adv_mean": adv_mean.item(),
+            "adv_std": adv_std.item(),
+            "critic_grad_norm": mean("critic_grad_norm"),
+            "critic_lr": lrs[1],
+            "critic_only": critic_only,
+        }
+
+    def _update_flops(self, batch, T: int, first, critic_only: bool, trained_tokens: int) -> float:
+        """FLOPs besides generation (counted by rl_row): the once-per-batch forwards and the updates."""
+        a, N = self.cfg.algo, len(batch.completions)
         total_seq = sum(common.forward_tokens(batch.input_ids[s], batch.attention_mask[s], T, self.shared_prefix,
                                               a.group_size) for s in self.micro_batches(N))  # one pass over the batch
         # old log-probs and values (unless the first update's forward gave them), reference
@@ -379,31 +388,7 @@ class PPOTrainer(Trainer):
             flops += train_flops(self.n_params, trained_tokens)
         elif self.shared:
             flops += forward_flops(self.n_params, trained_tokens)  # warm-up: the trunk runs forward only
-        mean = lambda k: sum(acc[k]) / len(acc[k]) if acc[k] else 0.0  # noqa: E731
-        stats = {
-            "loss": mean("loss"),
-            "pg_loss": mean("pg_loss"),
-            "kl": masked_mean(kl_metric, mask).item() if kl_metric is not None else 0.0,
-            "kl_penalty": kl_penalty.mean().item(),
-            "approx_kl": mean("approx_kl"),
-            "clip_frac": mean("clip_frac"),
-            "entropy": masked_mean(entropy, mask).item(),
-            "grad_norm": mean("grad_norm"),
-            "lr": lr,
-            "value_loss": mean("value_loss"),
-            "value_clip_frac": mean("value_clip_frac"),
-            "explained_variance": explained_variance(old_values, returns, mask).item(),
-            "value_mean": masked_mean(old_values, mask).item(),
-            "return_mean": masked_mean(returns, mask).item(),
-            "adv_mean": adv_mean.item(),
-            "adv_std": adv_std.item(),
-            "critic_grad_norm": mean("critic_grad_norm"),
-            "critic_lr": critic_lr,
-            "critic_only": critic_only,
-        }
-        if nonfinite:
-            stats["nonfinite_loss"] = True
-        return self.rl_row(t0, t_rollout, t_end, info, batch, rb, stats, flops)
+        return flops
 
     # ------------------------------------------------------------ checkpoints
     def extra_state(self) -> dict[str, Any]:
@@ -415,7 +400,3 @@ class PPOTrainer(Trainer):
         self.critic_opt.load_state_dict(state["critic_optimizer"])
         self.critic_sched.load_state_dict(state["critic_scheduler"])
 
-
-def _acc(total: torch.Tensor | None, part: torch.Tensor, scale: float) -> torch.Tensor:
-    """total + part x scale (part x scale for the first micro-batch)."""
-    return part * scale if total is None else total + part * scale

@@ -31,6 +31,7 @@ from grpo_research.algorithms import masked_mean, rft_loss
 from grpo_research.trainers import common
 from grpo_research.trainers.cost import train_flops
 from grpo_research.trainers.sampled import SampleSourceTrainer
+from grpo_research.trainers.update import Loss
 
 
 class RFTTrainer(SampleSourceTrainer):
@@ -39,10 +40,7 @@ class RFTTrainer(SampleSourceTrainer):
     def train_step(self) -> dict[str, Any]:
         cfg = self.cfg
         t0 = time.perf_counter()
-        sampler = self.sampler()
-        self.policy.eval()
-        batch, rb, info = self.rollout_and_score(sampler)
-        self.policy.train()
+        batch, rb, info = self.rollout_and_score(self.sampler())
         t_rollout = time.perf_counter()
         correct = rb.components[cfg.algo.accept_term]
         accepted = [bool(m) and c is not None and c >= 1.0 for c, m in zip(correct, rb.mask)]
@@ -57,24 +55,20 @@ class RFTTrainer(SampleSourceTrainer):
             T, K = mask.shape[1], len(rows)
             ones = torch.ones(K, device=self.device)
             total = float(mask.sum())
-            self.opt.zero_grad(set_to_none=True)
-            loss, entropies = None, []
-            for s in self.micro_batches(K):
+
+            def loss_fn(s: slice) -> Loss:
                 logp, entropy = common.token_logprobs(self.policy, ids[s], am[s], T, 1.0, with_entropy=True)  # (k, T)
-                part, tokens = rft_loss(logp, mask[s], ones[s])
-                scale = float(tokens) / total  # micro-batch i: its mean x its share of the kept tokens
-                (part * scale).backward()
-                loss = part.detach() * scale if loss is None else loss + part.detach() * scale
-                entropies.append(entropy)
-            if torch.isfinite(loss):
-                max_norm = cfg.optim.max_grad_norm if cfg.optim.max_grad_norm > 0 else float("inf")
-                stats["grad_norm"] = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm).item()
-                self.opt.step()
-                self.sched.step()
+                part, _ = rft_loss(logp, mask[s], ones[s])
+                return Loss(part, aux=entropy)
+
+            parts = self.micro_batches(K)
+            # micro-batch i: its token mean x its share of the kept tokens
+            up = self.update(loss_fn, parts, [float(mask[s].sum()) / total for s in parts])
+            if up.finite:
+                stats["grad_norm"] = up.grad_norm["policy"].item()
             else:
-                self.opt.zero_grad(set_to_none=True)
                 stats["nonfinite_loss"] = True
-            stats.update(loss=loss.item(), entropy=masked_mean(torch.cat(entropies), mask).item())
+            stats.update(loss=up.loss.item(), entropy=masked_mean(torch.cat(up.aux), mask).item())
             self._stat_weights = {"entropy": total}
             flops = train_flops(self.n_params, int(am.sum()))
         t_end = time.perf_counter()

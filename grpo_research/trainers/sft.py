@@ -33,6 +33,7 @@ from grpo_research.provenance import environment
 from grpo_research.tasks import build_task
 from grpo_research.tasks.base import Problem
 from grpo_research.trainers import common
+from grpo_research.trainers.update import Loss, OptimGroup, update
 
 
 def sft_batch(tokenizer, problems: list[Problem]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -101,6 +102,7 @@ def train_base_model(cfg: RunConfig, out_dir: str | Path, progress: bool = True)
                              m.max_position_embeddings, tokenizer.pad_token_id, tokenizer.bos_token_id,
                              tokenizer.eos_token_id, seed=b.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=b.lr, betas=(0.9, 0.98))
+    groups = {"model": OptimGroup(list(model.parameters()), opt)}
     rng = random.Random(b.seed)
     heldout = task.heldout_problems(b.eval_size)
     t0 = time.perf_counter()
@@ -124,11 +126,8 @@ def train_base_model(cfg: RunConfig, out_dir: str | Path, progress: bool = True)
                dynamic_ncols=True)
     while step < b.max_steps:
         ids, mask, labels = sft_batch(tokenizer, task.train_problems(rng, b.batch_size))
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        loss = update(lambda _: Loss(model(input_ids=ids, attention_mask=mask, labels=labels).loss), [None], [1.0],
+                      groups, max_norm=1.0).loss
         step += 1
         bar.update(1)
         bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{acc:.3f}", refresh=False)

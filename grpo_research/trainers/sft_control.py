@@ -26,6 +26,7 @@ from grpo_research.trainers import common
 from grpo_research.trainers.base import Trainer
 from grpo_research.trainers.cost import train_flops
 from grpo_research.trainers.sft import sft_batch
+from grpo_research.trainers.update import Loss
 
 
 class NoReferenceSolutions(ConfigError):
@@ -57,24 +58,15 @@ class SFTControlTrainer(Trainer):
         self.policy.train()
         # the model's loss is a mean over the batch's target tokens (each label predicts the next
         # token): micro-batch i contributes its mean x its share of those tokens
-        self.opt.zero_grad(set_to_none=True)
         total_targets = float((labels[:, 1:] != -100).sum())
-        loss = None
-        for s in self.micro_batches(n):
-            part = self.policy(input_ids=ids[s], attention_mask=mask[s], labels=labels[s]).loss
-            scale = max(float((labels[s, 1:] != -100).sum()), 1.0) / max(total_targets, 1.0)
-            if torch.isfinite(part):
-                (part * scale).backward()
-            loss = part.detach() * scale if loss is None else loss + part.detach() * scale
-        lr = self.sched.get_last_lr()[0]
-        row: dict[str, Any] = {"loss": loss.item(), "lr": lr}
-        if torch.isfinite(loss):
-            max_norm = cfg.optim.max_grad_norm if cfg.optim.max_grad_norm > 0 else float("inf")
-            row["grad_norm"] = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm).item()
-            self.opt.step()
-            self.sched.step()
+        parts = self.micro_batches(n)
+        scales = [max(float((labels[s, 1:] != -100).sum()), 1.0) / max(total_targets, 1.0) for s in parts]
+        up = self.update(lambda s: Loss(self.policy(input_ids=ids[s], attention_mask=mask[s], labels=labels[s]).loss),
+                         parts, scales)
+        row: dict[str, Any] = {"loss": up.loss.item(), "lr": up.lr["policy"]}
+        if up.finite:
+            row["grad_norm"] = up.grad_norm["policy"].item()
         else:
-            self.opt.zero_grad(set_to_none=True)
             row["nonfinite_loss"] = True
         t_end = time.perf_counter()
         target_tokens = int((labels != -100).sum())
