@@ -188,8 +188,8 @@ class AlgoConfig:
     num_iterations: int = doc_field(1, "mu: policy updates per rollout batch (old log-probs cached; reused when 1).", ge(1))
     advantage: str = doc_field(
         "group",
-        "Advantage estimator: group (GRPO, scaled per `adv_scale`), rloo (leave-one-out baseline), "
-        "reinforce_pp (REINFORCE++: batch mean and std).",
+        "Advantage estimator: a name registered in grpo_research/algorithms/advantages.py (`ADVANTAGES`; "
+        "group is GRPO's, scaled per `adv_scale`); a wrong name is refused with the list.",
         registered("ADVANTAGES"),
     )
     importance: str = doc_field(

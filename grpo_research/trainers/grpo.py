@@ -7,13 +7,15 @@ score them with the task's verifier, normalise rewards within each group, and mi
 clipped surrogate plus beta x KL(pi || pi_ref) (k3 estimator), aggregated as
 `algo.loss_agg` says, for `algo.num_iterations` (mu) optimizer steps on the same batch.
 
-The named variants (`method=dr_grpo | dapo | gspo | rloo | reinforce_pp`) run through this
+The named variants (every method registered in grpo_research/methods.py with this trainer;
+`grpo-research train --help` and the methods table in the docs list them) run through this
 trainer: their presets (grpo_research/methods.py) choose the registered advantage estimator
 (grpo_research/algorithms/advantages.py), importance-ratio surrogate and loss aggregation
 (grpo_research/algorithms/loss.py: `policy_loss`), DAPO's dynamic sampling and overlong
 filtering; `algo.ref_reset_every` resets the reference to the policy (DeepSeek-R1 resets it
 every 400 steps). The loop, evaluation, checkpoints and metrics rows are the shared ones of
-grpo_research/trainers/base.py.
+grpo_research/trainers/base.py; every optimizer step goes through the update engine
+(grpo_research/trainers/update.py).
 
 Departures from the paper:
 - One rollout batch per optimizer step group (no separate "outer iteration" that refreshes
