@@ -147,3 +147,16 @@ def environment_error(e: OSError, what: str = ""):
     from grpo_research.errors import UsageError
 
     return UsageError(f"{what}: {reason}{where}" if what else f"{reason}{where}")
+
+
+def disk_full(e: BaseException | None) -> bool:
+    """ENOSPC, also when torch's checkpoint writer reports it as a RuntimeError (whose message
+    or the exception it was raised while handling says so)."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            return True
+        if "No space left on device" in str(e) or "file write failed" in str(e):
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False

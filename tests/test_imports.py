@@ -142,3 +142,61 @@ def test_config_and_method_registry_load_without_torch():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+# ---------------------------------------------------------------- the direction between packages
+# Entry points at the top import what sits below; nothing imports an entry point or a trainer
+# except what drives training, and the pure tensor functions import nothing of the product.
+ONLY_IMPORTED_BY = {
+    "trainers": {"cli"},
+    "cli": set(),
+    "pipeline": {"cli"},
+    "hpo": {"cli", "pipeline"},
+}
+IMPORTS_ONLY = {"algorithms": {"registry"}, "registry": set(), "errors": set()}
+
+
+def package(mod: str) -> str:
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def package_graph(g: dict[str, dict[str, int]]) -> dict[str, dict[str, str]]:
+    """package -> {package it imports: 'module:line' of the first such import}."""
+    out: dict[str, dict[str, str]] = {}
+    for mod, deps in g.items():
+        a = package(mod)
+        out.setdefault(a, {})
+        for dep, line in deps.items():
+            b = package(dep)
+            if a != b:
+                out[a].setdefault(b, f"{mod}:{line}")
+    return out
+
+
+def direction_problems(pg: dict[str, dict[str, str]]) -> list[str]:
+    nodes = set(pg) | {b for deps in pg.values() for b in deps}
+    bad = [f"package cycle: {' <-> '.join(c)}" for c in cycles({p: dict(pg.get(p, {})) for p in nodes})]
+    for a, deps in pg.items():
+        for b, where in deps.items():
+            if b in ONLY_IMPORTED_BY and a not in ONLY_IMPORTED_BY[b]:
+                bad.append(f"{where} imports {b} (only {sorted(ONLY_IMPORTED_BY[b]) or 'nothing'} may)")
+            if a in IMPORTS_ONLY and b not in IMPORTS_ONLY[a]:
+                bad.append(f"{where}: {a} may import only {sorted(IMPORTS_ONLY[a]) or 'nothing of the product'}, not {b}")
+    return bad
+
+
+def test_direction_checker_sees_a_back_edge():
+    pg = {"evaluation": {"trainers": "grpo_research.evaluation.generate:45"}, "trainers": {"evaluation": "x:1"},
+          "algorithms": {"config": "grpo_research.algorithms.loss:3"}}
+    bad = direction_problems(pg)
+    assert any("evaluation.generate:45 imports trainers" in b for b in bad)
+    assert any("package cycle" in b for b in bad) and any("algorithms may import only" in b for b in bad)
+    assert direction_problems({"trainers": {"evaluation": "x:1"}, "cli": {"trainers": "y:2"}}) == []
+
+
+def test_packages_depend_one_way():
+    pg = package_graph(graph())
+    assert {"trainers", "evaluation", "rollout", "algorithms"} <= set(pg)  # the graph sees the packages
+    assert "evaluation" in pg["trainers"]  # trainers may import evaluation (the final evaluation)
+    assert direction_problems(pg) == []

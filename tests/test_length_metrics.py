@@ -6,7 +6,7 @@ from grpo_research.config import load_config
 from grpo_research.tasks.arith import ArithTask
 from grpo_research.tasks.base import Grade
 from grpo_research.trainers import build_trainer
-from grpo_research.trainers.base import lengths_by_outcome
+from grpo_research.tracking.rows import lengths_by_outcome
 from tests.helpers import fast_run
 
 

@@ -104,10 +104,10 @@ def test_memory_estimate_hand_computed():
 
 
 def test_a_step_that_cannot_fit_is_refused_with_its_estimate(tiny_model_dir, tmp_path, monkeypatch, capsys):
-    import grpo_research.trainers.base as base
+    import grpo_research.trainers.cost as cost
     from grpo_research.cli import main
 
-    monkeypatch.setattr(base, "memory_limit_bytes", lambda device: 2**20)  # a 1 MiB machine
+    monkeypatch.setattr(cost, "memory_limit_bytes", lambda device: 2**20)  # a 1 MiB machine
     run = tmp_path / "run"
     assert main(["train", "--run-dir", str(run), f"model.name_or_path={tiny_model_dir}", *BASE]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -120,7 +120,7 @@ def test_the_summary_records_the_up_front_memory_estimate(tiny_model_dir, tmp_pa
     (benchmarks/real_step_memory.py sets it beside the measured peak)."""
     import json
 
-    import grpo_research.trainers.base as base
+    import grpo_research.trainers.cost as cost
     from grpo_research.cli import main
 
     seen = []
@@ -129,7 +129,7 @@ def test_the_summary_records_the_up_front_memory_estimate(tiny_model_dir, tmp_pa
         seen.append(kw)
         return {"state": 3 * 2**20, "activations": 2 * 2**20, "total": 5 * 2**20}
 
-    monkeypatch.setattr(base, "estimate_step_bytes", fake)
+    monkeypatch.setattr(cost, "estimate_step_bytes", fake)
     run = tmp_path / "run"
     assert main(["train", "--run-dir", str(run), f"model.name_or_path={tiny_model_dir}", *BASE,
                  "train.steps=1", "train.micro_batch_size=8"]) == 0

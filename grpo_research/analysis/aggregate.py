@@ -592,7 +592,6 @@ def gains_sentences(gains: pd.DataFrame, runs: list[Run] | None = None) -> list[
         lines.append("No supervised control in this comparison (a study with control: false, e.g. a task without "
                      "reference solutions, or Optuna's reruns): gains are over the base model only.")
     else:
-        m = len(gains)
         said = []
         for key, budget in (("vs_control", "equal samples"), ("vs_wall", "equal wall time")):
             n = int((gains[f"{key}_n"] > 0).sum())

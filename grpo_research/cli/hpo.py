@@ -20,7 +20,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import yaml
 
 from grpo_research.cli.common import Parser, run_command
 from grpo_research.errors import ConfigError

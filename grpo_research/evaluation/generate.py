@@ -42,9 +42,9 @@ def _resolve(checkpoint: Path, config: Path | None) -> tuple[Path, Path | None]:
 
     if str(checkpoint) in PACKAGED_MODELS and not checkpoint.exists():
         from grpo_research.config import load_config
-        from grpo_research.trainers.sft import ensure_base_model
+        from grpo_research.models.cache import packaged_checkpoint
 
-        checkpoint = Path(ensure_base_model(load_config(None, [f"model.name_or_path={checkpoint}"]), progress=False))
+        checkpoint = packaged_checkpoint(load_config(None, [f"model.name_or_path={checkpoint}"]))
     model_dir = checkpoint / "model" if (checkpoint / "model" / "config.json").exists() else checkpoint
     if not (model_dir / "config.json").exists():
         raise UsageError(f"{checkpoint}: not a checkpoint directory (no config.json) nor a run dir with model/")
@@ -137,7 +137,7 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
     from grpo_research.evaluation.score import score_predictions
     from grpo_research.models import load_causal_lm
     from grpo_research.rollout import generate
-    from grpo_research.trainers.common import step_seed
+    from grpo_research.rollout.sampling import step_seed
 
     check_args(args)
     model_dir, cfg_path = _resolve(args.checkpoint, args.config)

@@ -104,3 +104,16 @@ def select_and_concat(batches: list[RolloutBatch], rows: list[list[int]], pad_id
                for b, idx in zip(batches, rows) if idx]
         return SampledRolloutBatch(**fields, sampler_logprobs=torch.cat(lps))
     return RolloutBatch(**fields)
+
+
+def batch_to(batch, device: torch.device):
+    """The rollout batch with its tensors on `device` (a no-op when they already are)."""
+    import dataclasses
+
+    if batch.input_ids.device == device:
+        return batch
+    moved = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
+    for k, v in moved.items():
+        if isinstance(v, torch.Tensor):
+            moved[k] = v.to(device)
+    return type(batch)(**moved)

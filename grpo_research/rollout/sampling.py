@@ -77,3 +77,8 @@ def counter_pick_tokens(logits: torch.Tensor, temperature: float, top_p: float, 
         return logits.argmax(dim=-1)
     warped = warp_logits(logits, temperature, top_p)  # (n, V) -inf outside the nucleus
     return (warped + counter_gumbel(seed, rows, position, logits.shape[-1])).argmax(dim=-1)  # (n,)
+
+
+def step_seed(seed: int, step: int, stream: int = 0) -> int:
+    """A per-step seed, so that a resumed run samples exactly what an uninterrupted one does."""
+    return (seed * 1_000_003 + step * 7919 + stream * 104_729) % (1 << 62)

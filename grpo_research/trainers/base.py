@@ -12,18 +12,13 @@ collective is the identity in a world of one process, so the same lines train on
 N under torchrun (grpo_research/trainers/distributed.py).
 
 Shared by the RL methods (`samples_policy`): `rollout_and_score` (G completions per prompt,
-scored by the task's verifier; DAPO's dynamic sampling refills the batch from more prompts,
-and every generated completion counts in `samples`) and `rl_row` (the step's metrics row,
-global values under data parallelism).
-
-Over 400 lines on purpose: everything every method shares lives here, so that a method's own
-module holds only its step.
+scored by the task's verifier, with DAPO's dynamic sampling: grpo_research/rollout/scored.py),
+`update` (every optimizer step: grpo_research/trainers/update.py) and `rl_row` (the step's
+metrics row, global values under data parallelism: grpo_research/tracking/rows.py).
 """
 from __future__ import annotations
 
-import errno
 import json
-import math
 import random
 import sys
 import time
@@ -35,19 +30,21 @@ from tqdm import tqdm
 
 from grpo_research.config import RunConfig, data_parallel_problem
 from grpo_research.errors import ConfigError, UsageError
-from grpo_research.files import fsync_path, write_text_atomic
+from grpo_research.files import disk_full, fsync_path, write_text_atomic
 from grpo_research.locks import DirLock
 from grpo_research.models import load_causal_lm
 from grpo_research.provenance import environment
 from grpo_research.rewards import RewardBatch, build_reward
-from grpo_research.rollout import RolloutBatch, rollout_backend, select_and_concat
+from grpo_research.rollout import RolloutBatch, rollout_backend
+from grpo_research.rollout.scored import InfrastructureFailure, base_correctness, rollout_and_score  # noqa: F401
 from grpo_research.tasks import build_task
 from grpo_research.tasks.base import heldout_or_refuse, ood_or_refuse
 from grpo_research.tasks.prompting import pose
 from grpo_research.tracking import NullTracker, Tracker, read_metrics
+from grpo_research.tracking.rows import global_step, rl_metrics
 from grpo_research.trainers import common, distributed
 from grpo_research.algorithms import loss_mask
-from grpo_research.trainers.cost import CostMeter, estimate_step_bytes, forward_flops, memory_limit_bytes
+from grpo_research.trainers.cost import CostMeter, check_step_memory, forward_flops
 from grpo_research.trainers.update import OptimGroup, Update, micro_batches, update
 
 
@@ -55,25 +52,8 @@ BASE_P_PROMPTS = 128  # training problems (x G samples) that measure the base co
 BASE_P_STREAM = 7  # the sampling-seed stream of that measurement (the rollout uses streams 0..)
 
 
-class InfrastructureFailure(RuntimeError):
-    """A step could not be scored at all (every completion masked): exit 1 with one line."""
-
-
 class DiskFull(UsageError):
     """The run dir's file system is full (one line, exit 2; the run resumes once there is space)."""
-
-
-def _disk_full(e: BaseException | None) -> bool:
-    """ENOSPC, also when torch's checkpoint writer reports it as a RuntimeError (whose message
-    or the exception it was raised while handling says so)."""
-    seen = 0
-    while e is not None and seen < 8:
-        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
-            return True
-        if "No space left on device" in str(e) or "file write failed" in str(e):
-            return True
-        e, seen = e.__cause__ or e.__context__, seen + 1
-    return False
 
 
 class Trainer:
@@ -85,7 +65,7 @@ class Trainer:
     def __init__(self, cfg: RunConfig, run_dir: str | Path, model_path: str | Path):
         # where this invocation's wall time goes (summary.json `timings_this_invocation`, read
         # by benchmarks/time_breakdown.py): process start and imports up to here, then loading
-        self.timings: dict[str, float] = {"startup_s": _since_process_start()}
+        self.timings: dict[str, float] = {"startup_s": common.since_process_start()}
         t_init = time.perf_counter()
         self.cfg = cfg
         self.run_dir = Path(run_dir)
@@ -154,29 +134,9 @@ class Trainer:
         self._check_memory(longest + self.cfg.rollout.max_new_tokens)
 
     def _check_memory(self, seq_len: int) -> None:
-        """Refuse a step whose estimated memory exceeds the machine's (`cost.estimate_step_bytes`)."""
-        c, t = self.policy.config, self.cfg.train
-        hidden = getattr(c, "hidden_size", None)
-        if hidden is None:
-            return
-        rows = self.cfg.rollout.prompts_per_step * self.cfg.algo.group_size
-        mb = min(t.micro_batch_size or rows, rows)
-        param_bytes = next(self.policy.parameters()).element_size()
-        est = estimate_step_bytes(
-            n_params=sum(p.numel() for p in self.policy.parameters()), trained_models=1 + (self.cfg.method == "ppo"),
-            frozen_models=int(self.uses_reference and self.cfg.algo.beta > 0) + self.extra_frozen_models(),
-            param_bytes=param_bytes,
-            hidden=hidden, intermediate=getattr(c, "intermediate_size", 4 * hidden),
-            layers=getattr(c, "num_hidden_layers", 1), vocab=getattr(c, "vocab_size", 1), rows=mb,
-            seq_len=seq_len, checkpointing=t.gradient_checkpointing)
-        self.step_memory_estimate = est
-        limit = memory_limit_bytes(self.device)
-        if est["total"] > limit:
-            gb = 2**30
-            raise ConfigError(
-                f"a training step needs about {est['total'] / gb:.1f} GiB (model state {est['state'] / gb:.1f}, "
-                f"activations of {mb} completions x {seq_len} tokens {est['activations'] / gb:.1f}), more than the "
-                f"{limit / gb:.0f} GiB here; lower train.micro_batch_size or set train.gradient_checkpointing=true")
+        """Refuse a step whose estimated memory exceeds the machine's (`cost.check_step_memory`)."""
+        frozen = int(self.uses_reference and self.cfg.algo.beta > 0) + self.extra_frozen_models()
+        self.step_memory_estimate = check_step_memory(self.policy, self.cfg, seq_len, frozen, self.device)
 
     # ------------------------------------------------------------ what a method provides
     def setup(self, model_path: str | Path) -> None:
@@ -251,23 +211,13 @@ class Trainer:
         trainer calls it before loading a checkpoint) on BASE_P_PROMPTS training problems x G,
         sampled as the rollout samples. Its own problem RNG and seeds: the run's data order is
         untouched, and a resumed run measures the same value."""
-        cfg = self.cfg
-        rng = random.Random(f"base-correctness-{cfg.seed}")
-        correct = build_reward(self.task, {"correct": 1.0}, {})
-        scores: list[float] = []
         was_training = self.policy.training
         self.policy.eval()
-        for i in range(0, BASE_P_PROMPTS, cfg.rollout.prompts_per_step):
-            problems = self.task.train_problems(rng, min(cfg.rollout.prompts_per_step, BASE_P_PROMPTS - i))
-            batch = self.generate(self.policy, self.tokenizer, problems, cfg.algo.group_size,
-                                  max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-                                  top_p=cfg.rollout.top_p, seed=common.step_seed(cfg.seed, i, stream=BASE_P_STREAM))
-            rb = correct(batch.problems, batch.completions, batch.finished)
-            scores += [c for c in rb.components["correct"] if c is not None]
-        self.policy.train(was_training)
-        if not scores:
-            raise InfrastructureFailure("reward term random (p: base): no base-model sample could be graded")
-        return sum(scores) / len(scores)
+        try:
+            return base_correctness(self.cfg, self.generate, self.policy, self.tokenizer, self.task,
+                                    BASE_P_PROMPTS, BASE_P_STREAM)
+        finally:
+            self.policy.train(was_training)
 
     def reset_reference_if_due(self) -> None:
         """DeepSeek-R1: the reference becomes the current policy every `algo.ref_reset_every` steps."""
@@ -280,69 +230,17 @@ class Trainer:
         With dynamic sampling (DAPO), groups whose rewards are all equal are dropped and more
         prompts are sampled, up to `algo.max_resample_rounds` extra rounds; every generated
         completion counts in `samples`."""
-        cfg, a = self.cfg, self.cfg.algo
-        G, want = a.group_size, cfg.rollout.prompts_per_step
         self.policy.eval()  # sampling mode while generating; back to training mode on return
         try:
-            return self._rollout_and_score(model, G, want)
+            return rollout_and_score(self.cfg, self.generate, self.reward_fn, self.policy if model is None else model,
+                                     self.tokenizer, self.task, self.data_rng, self.dp, self.step, self.device)
         finally:
             self.policy.train()
 
-    def _rollout_and_score(self, model, G: int, want: int):
-        cfg, a = self.cfg, self.cfg.algo
-        lo, hi = self.dp.shard(want)  # data parallel: this process's prompts of the step (all of them at world 1)
-        sampler = {} if cfg.rollout.sampler == "torch" else {"sampler": cfg.rollout.sampler, "row_offset": lo * G}
-        batches, scores, keep_rows = [], [], []
-        kept_groups = generated = dropped = zero_std = 0
-        for round_ in range(1 + (a.max_resample_rounds if a.dynamic_sampling else 0)):
-            problems = self.task.train_problems(self.data_rng, want)[lo:hi]  # every process draws the same problems
-            seed = common.step_seed(cfg.seed, self.step, stream=round_)
-            if not sampler:  # torch sampler: independent draws per process (rank 0 keeps the seed)
-                seed ^= self.dp.rank << 40
-            batch = self.generate(
-                self.policy if model is None else model, self.tokenizer, problems, G, max_new_tokens=cfg.rollout.max_new_tokens,
-                temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, seed=seed, **sampler,
-            )
-            rb = self.reward_fn(batch.problems, batch.completions, batch.finished)
-            generated += len(batch.completions)
-            groups = torch.tensor(rb.total).view(-1, G)  # (prompts, G)
-            rows = []
-            zero_std += int((groups == groups[:, :1]).all(dim=1).sum())  # before any group is dropped
-            for g in range(groups.shape[0]):
-                if a.dynamic_sampling and (bool((groups[g] == groups[g, 0]).all()) or kept_groups >= want):
-                    dropped += 1
-                    continue
-                rows += range(g * G, (g + 1) * G)
-                kept_groups += 1
-            batches.append(batch)
-            scores.append(rb)
-            keep_rows.append(rows)
-            if kept_groups >= want:
-                break
-        if len(batches) == 1 and len(keep_rows[0]) == len(batches[0].completions):
-            batch, rb = batches[0], scores[0]
-        else:
-            batch = select_and_concat(batches, keep_rows, self.tokenizer.pad_token_id)
-            rb = RewardBatch(
-                total=[s.total[i] for s, rows in zip(scores, keep_rows) for i in rows],
-                components={k: [s.components[k][i] for s, rows in zip(scores, keep_rows) for i in rows]
-                            for k in scores[0].components},
-                mask=[s.mask[i] for s, rows in zip(scores, keep_rows) for i in rows],
-            )
-        if not self.dp.any(any(rb.mask) or not rb.mask):  # every completion of the step, on every process, masked
-            raise InfrastructureFailure(
-                f"step {self.step + 1}: every one of the {len(rb.mask)} completions hit an infrastructure failure "
-                "(the reward masked them all, e.g. sandbox errors): the reward is broken, not the policy; nothing "
-                "was trained on this step. Fix it and rerun the same command to resume from the last checkpoint")
-        batch = common.batch_to(batch, self.device)  # the vLLM backend returns CPU tensors
-        info = {"generated": generated, "dropped_groups": dropped, "rollout_rounds": len(batches),
-                "generated_tokens": sum(b.completion_tokens for b in batches), "zero_std_generated": zero_std}
-        return batch, rb, info
-
     def rl_row(self, t0, t_rollout, t_end, info, batch, rb, stats, update_flops) -> dict[str, Any]:
         """Count samples and tokens, and build the metrics row of an RL step: global values over
-        the data-parallel processes (this process's own at world 1). `stats`' means `kl`,
-        `entropy`, `clip_frac` are combined by the weights in `self._stat_weights`."""
+        the data-parallel processes (this process's own at world 1; tracking/rows.py). `stats`'
+        means `kl`, `entropy`, `clip_frac` are combined by the weights in `self._stat_weights`."""
         G = self.cfg.algo.group_size
         # generation: with a KV cache each prompt and generated token goes through one forward
         # (both backends prefill each distinct prompt once, not G times)
@@ -351,63 +249,17 @@ class Trainer:
         rewards = torch.tensor(rb.total, dtype=torch.float32) if rb.total else torch.zeros(0)
         self._last_batch = (batch, rewards)  # this process's rows, for sample_rows
         lengths = batch.completion_mask.sum(dim=1).float()  # (N,)
-        info, stats, flops, rewards, components, masks, finished, lengths = self._global_step(
-            info, stats, flops, rewards, rb.components, rb.mask, batch.finished, lengths)
+        g = global_step(self.dp, info, stats, flops, rewards, rb.components, rb.mask, batch.finished, lengths,
+                        self._stat_weights)
         cost = self.cost.step_metrics(step_s=t_end - t0, rollout_s=t_rollout - t0, update_s=t_end - t_rollout,
-                                      samples=info["generated"], generated_tokens=info["generated_tokens"],
-                                      model_flops=flops, devices=self.dp.world)
+                                      samples=g.info["generated"], generated_tokens=g.info["generated_tokens"],
+                                      model_flops=g.flops, devices=self.dp.world)
         self.step += 1
-        self.samples += info["generated"]
-        self.tokens += info["generated_tokens"]
-        groups = rewards.view(-1, G)
-        return {
-            "step": self.step,
-            "samples": self.samples,
-            "tokens": self.tokens,
-            "reward_mean": rewards.mean().item() if len(rewards) else float("nan"),
-            "reward_std": rewards.std(correction=0).item() if len(rewards) else float("nan"),
-            **{f"reward/{k}": _mean(v) for k, v in components.items()},
-            "frac_zero_std": (groups == groups[:, :1]).all(dim=1).float().mean().item() if len(rewards) else 1.0,
-            "frac_zero_std_generated": info["zero_std_generated"] / max(info["generated"] // G, 1),
-            **stats,
-            "completion_len": lengths.mean().item() if len(rewards) else 0.0,
-            "completion_len_std": lengths.std(correction=0).item() if len(rewards) else 0.0,
-            **lengths_by_outcome(lengths.tolist(), components.get("correct")),
-            "truncated_frac": 1.0 - sum(finished) / max(len(finished), 1),
-            "masked_frac": 1.0 - sum(masks) / max(len(masks), 1),
-            "dropped_groups": info["dropped_groups"],
-            "rollout_rounds": info["rollout_rounds"],
-            "step_s": t_end - t0,
-            "rollout_s": t_rollout - t0,
-            "update_s": t_end - t_rollout,
-            "peak_mem_mb": common.peak_mem_mb(),
-            **cost,
-        }
-
-    def _global_step(self, info, stats, flops, rewards, components, masks, finished, lengths):
-        """The step's per-row values of every process in rank order (the one-process batch
-        order), counts and FLOPs summed, and each mean statistic combined from the processes'
-        means and what they are over, in one all-reduce (the identity at world 1)."""
-        names = list(components)
-        cols = torch.tensor([rewards.tolist(), [float(m) for m in masks], [float(f) for f in finished],
-                             lengths.tolist(),
-                             *[[math.nan if v is None else float(v) for v in components[k]] for k in names]],
-                            dtype=torch.float64)  # (4 + terms, n)
-        weights = self._stat_weights
-        means = [k for k in ("kl", "entropy", "clip_frac") if k in stats and k in weights]
-        scalars = [info["generated"], info["generated_tokens"], info["dropped_groups"], flops]
-        for k in means:
-            scalars += [stats[k] * weights[k], weights[k]]
-        scalars.append(info["zero_std_generated"])
-        cols, sums = self.dp.gather_step(cols, scalars)
-        info = {**info, "generated": int(sums[0]), "generated_tokens": int(sums[1]), "dropped_groups": int(sums[2]),
-                "zero_std_generated": int(sums[-1])}
-        stats = dict(stats)
-        for i, k in enumerate(means):
-            stats[k] = self.dp.combine_mean(stats[k], sums[4 + 2 * i], sums[5 + 2 * i])
-        components = {k: [None if math.isnan(v) else v for v in cols[4 + i].tolist()] for i, k in enumerate(names)}
-        return (info, stats, sums[3], cols[0].float(), components, cols[1].tolist(), cols[2].tolist(),
-                cols[3].float())
+        self.samples += g.info["generated"]
+        self.tokens += g.info["generated_tokens"]
+        return {"step": self.step, "samples": self.samples, "tokens": self.tokens, **rl_metrics(g, G),
+                "step_s": t_end - t0, "rollout_s": t_rollout - t0, "update_s": t_end - t_rollout,
+                "peak_mem_mb": common.peak_mem_mb(), **cost}
 
     # ------------------------------------------------------------ evaluation, checkpoints
     def evaluate(self) -> dict[str, Any]:
@@ -498,7 +350,7 @@ class Trainer:
         try:
             return self._train()
         except (OSError, RuntimeError) as e:
-            if not _disk_full(e):
+            if not disk_full(e):
                 raise
             raise DiskFull(f"no space left on the device of {self.run_dir} (writing {getattr(e, 'filename', None) or 'the run dir'}); "
                            "the last complete checkpoint is kept: free space and rerun the same command to resume") from None
@@ -579,7 +431,7 @@ class Trainer:
             summary["random_reward_p"] = self.random_reward_p
         if getattr(self, "step_memory_estimate", None):  # the up-front estimate (cost.estimate_step_bytes)
             summary["step_memory_estimate_mb"] = round(self.step_memory_estimate["total"] / 2**20)
-        self.timings["wall_s"] = _since_process_start()
+        self.timings["wall_s"] = common.since_process_start()
         summary["timings_this_invocation"] = {k: round(v, 3) for k, v in self.timings.items()}
         write_text_atomic(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         return summary
@@ -591,31 +443,3 @@ class Trainer:
             return fn()
         finally:
             self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
-
-
-def _since_process_start() -> float:
-    """Seconds since this process was created (the kernel's start time: interpreter start and
-    imports included)."""
-    import psutil
-
-    return time.time() - psutil.Process().create_time()
-
-
-def lengths_by_outcome(lengths: list[float], correct: list[float | None] | None) -> dict[str, float]:
-    """`completion_len/correct` and `completion_len/incorrect`: mean completion length (tokens) of
-    the completions the `correct` reward term scored 1 (a right answer, a full pass) and below 1
-    (a masked completion, None, is in neither); a key is absent when no completion is in its
-    class, or when the reward has no `correct` term. The Dr. GRPO length-bias claim (arXiv 2503.20783) is about the second."""
-    if correct is None:
-        return {}
-    out = {}
-    for key, want in (("completion_len/correct", True), ("completion_len/incorrect", False)):
-        xs = [n for n, c in zip(lengths, correct) if c is not None and (c >= 1.0) == want]
-        if xs:
-            out[key] = sum(xs) / len(xs)
-    return out
-
-
-def _mean(values: list) -> float:
-    vals = [v for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else float("nan")

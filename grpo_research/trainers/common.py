@@ -9,6 +9,7 @@ import resource
 import shutil
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ import torch
 from grpo_research.errors import ConfigError, UsageError
 from grpo_research.files import fsync_path, replace_dir, temp_dir_beside, write_bytes_atomic
 from grpo_research.rollout import generate
+from grpo_research.rollout.batch import batch_to  # noqa: F401 (re-exported)
+from grpo_research.rollout.sampling import step_seed  # noqa: F401 (re-exported)
 from grpo_research.tasks.base import Problem, Task
 
 
@@ -25,11 +28,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (1 << 32))
     torch.manual_seed(seed)
-
-
-def step_seed(seed: int, step: int, stream: int = 0) -> int:
-    """A per-step seed, so that a resumed run samples exactly what an uninterrupted one does."""
-    return (seed * 1_000_003 + step * 7919 + stream * 104_729) % (1 << 62)
 
 
 def free_cores(window_s: float = 0.2) -> int:
@@ -430,14 +428,9 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def batch_to(batch, device: torch.device):
-    """The rollout batch with its tensors on `device` (a no-op when they already are)."""
-    import dataclasses
+def since_process_start() -> float:
+    """Seconds since this process was created (the kernel's start time: interpreter start and
+    imports included)."""
+    import psutil
 
-    if batch.input_ids.device == device:
-        return batch
-    moved = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
-    for k, v in moved.items():
-        if isinstance(v, torch.Tensor):
-            moved[k] = v.to(device)
-    return type(batch)(**moved)
+    return time.time() - psutil.Process().create_time()

@@ -138,3 +138,33 @@ def memory_limit_bytes(device) -> float:
     import psutil
 
     return float(psutil.virtual_memory().total)
+
+
+def check_step_memory(policy, cfg, seq_len: int, frozen_models: int, device) -> dict[str, float] | None:
+    """The up-front estimate (`estimate_step_bytes`) of a training step of `policy` on
+    micro-batches of `train.micro_batch_size` rows of `seq_len` tokens, with `frozen_models`
+    frozen copies beside it (PPO trains a critic too); raises ConfigError, one line, when it
+    exceeds the device's memory (`memory_limit_bytes`). None for a model whose config gives no
+    hidden size."""
+    from grpo_research.errors import ConfigError
+
+    c, t = policy.config, cfg.train
+    hidden = getattr(c, "hidden_size", None)
+    if hidden is None:
+        return None
+    rows = cfg.rollout.prompts_per_step * cfg.algo.group_size
+    mb = min(t.micro_batch_size or rows, rows)
+    est = estimate_step_bytes(
+        n_params=sum(p.numel() for p in policy.parameters()), trained_models=1 + (cfg.method == "ppo"),
+        frozen_models=frozen_models, param_bytes=next(policy.parameters()).element_size(),
+        hidden=hidden, intermediate=getattr(c, "intermediate_size", 4 * hidden),
+        layers=getattr(c, "num_hidden_layers", 1), vocab=getattr(c, "vocab_size", 1), rows=mb,
+        seq_len=seq_len, checkpointing=t.gradient_checkpointing)
+    limit = memory_limit_bytes(device)
+    if est["total"] > limit:
+        gb = 2**30
+        raise ConfigError(
+            f"a training step needs about {est['total'] / gb:.1f} GiB (model state {est['state'] / gb:.1f}, "
+            f"activations of {mb} completions x {seq_len} tokens {est['activations'] / gb:.1f}), more than the "
+            f"{limit / gb:.0f} GiB here; lower train.micro_batch_size or set train.gradient_checkpointing=true")
+    return est

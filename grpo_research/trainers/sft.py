@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,9 +24,9 @@ from tqdm import tqdm
 from grpo_research.config import RunConfig
 from grpo_research.errors import UsageError
 from grpo_research.files import replace_dir, temp_dir_beside
-from grpo_research.locks import DirLock, Locked
 from grpo_research.models import build_char_tokenizer, build_tiny_model
-from grpo_research.models.real import PACKAGED_MODELS, convert_gguf, gguf_file
+from grpo_research.models.cache import build_once, cache_root, packaged_checkpoint  # noqa: F401 (cache_root: cli.train)
+from grpo_research.models.real import PACKAGED_MODELS
 from grpo_research.provenance import environment
 from grpo_research.tasks import build_task
 from grpo_research.tasks.base import Problem
@@ -68,12 +66,6 @@ def base_model_key(cfg: RunConfig) -> str:
                      for k, v in cfg.task.__dict__.items() if k not in POSING_KEYS},
             "version": 1}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
-
-
-def cache_root(cfg: RunConfig) -> Path:
-    default = "~/.cache/grpo-research"
-    root = os.environ.get("GRPO_RESEARCH_CACHE") if cfg.model.cache_dir == default else None
-    return Path(root or cfg.model.cache_dir).expanduser()
 
 
 def build_dir(out_dir: str | Path) -> Path:
@@ -164,35 +156,10 @@ def ensure_base_model(cfg: RunConfig, progress: bool = True) -> Path:
     base model (built now if it is not cached yet)."""
     name = cfg.model.name_or_path
     if name in PACKAGED_MODELS:
-        path = cache_root(cfg) / name
-        if (path / "config.json").exists():
-            return path
-        source = gguf_file(name)  # names what to install when missing
-        return _build_once(path, "config.json", lambda: convert_gguf(source, path))
+        return packaged_checkpoint(cfg)
     if name != "tiny":
         return Path(name) if Path(name).exists() else name
     path = cache_root(cfg) / f"tiny-{cfg.task.name}-{base_model_key(cfg)}"
-    return _build_once(path, "base_info.json", lambda: train_base_model(cfg, path, progress=progress))
+    return build_once(path, "base_info.json", lambda: train_base_model(cfg, path, progress=progress))
 
 
-def _build_once(path: Path, marker: str, build) -> Path:
-    """`path`, built by `build()` unless `path/marker` exists; one builder at a time, the others
-    wait for it and then load what it built."""
-    if (path / marker).exists():
-        return path
-    lock = DirLock(path.with_name(path.name + ".lock"), f"the model build {path}")
-    try:
-        lock.acquire()
-    except Locked as e:
-        print(f"waiting: {e}", file=sys.stderr, flush=True)
-        lock.wait_s = BASE_BUILD_WAIT_S
-        lock.acquire()
-    try:
-        if not (path / marker).exists():
-            build()
-    finally:
-        lock.release()
-    return path
-
-
-BASE_BUILD_WAIT_S = 6 * 3600.0  # how long a run waits for another process's base-model build

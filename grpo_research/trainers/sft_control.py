@@ -19,7 +19,6 @@ import random
 import time
 from typing import Any
 
-import torch
 
 from grpo_research.errors import ConfigError
 from grpo_research.trainers import common
