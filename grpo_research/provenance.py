@@ -7,7 +7,7 @@ model's `base_info.json` carry `environment()`, and a study's report says which 
 runs came from and warns when there is more than one.
 
 On one CPU, environment variables read when torch and MKL load pick other kernels and change the
-numbers too (benchmarks/RESULTS.md, "2026-12-06 - kernel families on one CPU"; benchmarks/kernel_family.py):
+numbers too (benchmarks/RESULTS.md, "2026-12-06 - kernel families on one CPU"):
 ATEN_CPU_CAPABILITY (torch's own vectorised kernels), MKL_CBWR and MKL_ENABLE_INSTRUCTIONS (MKL's
 matrix products and exp). The environment records them (`kernels`) and a run with any of them set is
 described, and grouped, apart from the native runs. ONEDNN_MAX_CPU_ISA is recorded as well, though

@@ -117,7 +117,7 @@ def test_a_step_that_cannot_fit_is_refused_with_its_estimate(tiny_model_dir, tmp
 
 def test_the_summary_records_the_up_front_memory_estimate(tiny_model_dir, tmp_path, monkeypatch):
     """summary.json's step_memory_estimate_mb is the estimate the trainer checked before training
-    (benchmarks/real_step_memory.py sets it beside the measured peak)."""
+    (RESULTS.md sets it beside a measured peak)."""
     import json
 
     import grpo_research.trainers.cost as cost
