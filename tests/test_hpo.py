@@ -16,7 +16,8 @@ from optuna.trial import TrialState
 
 from grpo_research.config import load_config
 from grpo_research.hpo import SearchSpec, export_study, run_search, suggest_overrides
-from grpo_research.hpo.search import make_storage, open_study
+from grpo_research.hpo.search import open_study
+from grpo_research.hpo.storage import make_storage
 
 SPACE = {
     "algo.group_size": {"type": "categorical", "choices": [2, 4]},

@@ -22,8 +22,8 @@
 
 Command line: `grpo-research hpo search|export ...` (grpo_research/cli/hpo.py).
 """
-from grpo_research.hpo.search import (DEFAULT_PRUNER, DEFAULT_SPACE, SearchSpec, export_study, make_storage, run_search,
-                                      suggest_overrides)
+from grpo_research.hpo.search import DEFAULT_PRUNER, DEFAULT_SPACE, SearchSpec, export_study, run_search, suggest_overrides
+from grpo_research.hpo.storage import make_storage
 
 __all__ = ["DEFAULT_PRUNER", "DEFAULT_SPACE", "SearchSpec", "export_study", "make_storage", "run_search",
            "suggest_overrides"]
