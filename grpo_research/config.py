@@ -1,7 +1,7 @@
 """One typed, validated config per run: defaults < YAML file < command-line `key=value`.
 
 Every field carries its documentation (`help`) and its allowed range (`check`) in its
-metadata; `python -m grpo_research.config` prints the key table that the README holds.
+metadata; `python -m grpo_research.config` prints the key table that docs/config.md holds.
 Unknown keys and out-of-range values raise `ConfigError` with one line naming the key (or
 the file and line), the value and what is allowed. The resolved config is what gets written
 to `<run-dir>/config.yaml` and sent to W&B, unchanged. The mechanics (field helper, strict
@@ -537,7 +537,7 @@ def config_from_dict(data: dict, where: str = "config") -> RunConfig:
 
 
 def key_table() -> str:
-    """The Markdown table of every config key (kept in the README)."""
+    """The Markdown table of every config key (kept in docs/config.md)."""
     rows = ["| key | default | meaning |", "|---|---|---|"]
     for key, value, help in field_rows(RunConfig()):
         default = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()

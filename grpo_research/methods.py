@@ -7,7 +7,7 @@ defaults < preset < YAML file < command line, so a study can still override any 
 
 To add a variant, register it here with the config values that define it (and, when it needs
 a new advantage estimator, surrogate or aggregation, register that function in
-grpo_research/algorithms); the README's methods table is generated from this registry
+grpo_research/algorithms); the methods table in docs/methods.md is generated from this registry
 (`python scripts/update_readme_tables.py`).
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from grpo_research.registry import Registry
 class Method:
     name: str
     trainer: str  # "module:Class", a subclass of grpo_research.trainers.base.Trainer
-    doc: str  # one line for the README table; cite the paper by arXiv id
+    doc: str  # one line for the methods table (docs/methods.md); cite the paper by arXiv id
     preset: dict[str, Any] = field(default_factory=dict)
     # the trainer shards the step's prompts over torchrun processes and reaches what one process
     # reaches (config settings that look across groups are refused separately)
@@ -51,7 +51,7 @@ def trainer_class(name: str):
 
 
 def methods_table() -> str:
-    """The Markdown table of every method (kept in the README)."""
+    """The Markdown table of every method (kept in docs/methods.md)."""
     rows = ["| method | what it is | preset | data-parallel |", "|---|---|---|---|"]
     for m in METHODS.values():
         preset = ", ".join(f"`{k}={_flow(v)}`" for k, v in _flatten(m.preset)) or "-"

@@ -442,8 +442,8 @@ def test_all_studies_skips_a_study_whose_model_package_is_missing(tmp_path, monk
 
 def test_the_readme_shows_only_config_forms_snakemake_accepts():
     """Snakemake refuses a dotted `--config` key (`tracking.wandb=disabled` crashed in its
-    parser): the README shows a section's keys as a mapping instead."""
-    readme = (ROOT / "README.md").read_text()
+    parser): the docs show a section's keys as a mapping instead."""
+    readme = "\n".join(p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
     assert re.findall(r"--config\s+['\"]?[A-Za-z_]\w*\.[\w.]+=", readme) == []
     assert "--config tracking='{wandb: disabled}'" in readme
 

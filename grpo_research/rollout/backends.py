@@ -19,7 +19,7 @@ def rollout_backend(name: str, model_path=None, *, seed: int = 0, **options):
 
         if importlib.util.find_spec("vllm") is None or not torch.cuda.is_available():
             raise ConfigError("rollout.backend=vllm needs a CUDA device and vLLM (extra `gpu`, in its own "
-                               "environment: see README); use rollout.backend=hf on this machine")
+                               "environment: see docs/real-models-and-gpus.md); use rollout.backend=hf on this machine")
         from grpo_research.rollout.vllm_backend import VLLMRollout
 
         return VLLMRollout(model_path, seed=seed, **options).generate
