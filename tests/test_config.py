@@ -19,9 +19,10 @@ def test_required_keys_exist_and_are_documented():
         assert f"| `{key}` |" in table
 
 
-def test_readme_key_table_is_current():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert key_table() in readme, "README's key table is stale: regenerate with `grpo-research config --table`"
+def test_docs_key_table_is_current():
+    reference = (Path(__file__).resolve().parents[1] / "docs" / "config.md").read_text()
+    assert key_table() in reference, ("docs/config.md's key table is stale: regenerate with "
+                                      "`python scripts/update_readme_tables.py`")
 
 
 def test_defaults_yaml_cli_layering(tmp_path):
