@@ -56,7 +56,7 @@ def rollout_vs_bare(trainer, repeats: int) -> dict:
     import torch
 
     from grpo_research.rollout import encode_prompts
-    from grpo_research.trainers import common
+    from grpo_research.rollout.sampling import step_seed
 
     cfg, tok, model = trainer.cfg, trainer.tokenizer, trainer.policy
     G = cfg.algo.group_size
@@ -64,7 +64,7 @@ def rollout_vs_bare(trainer, repeats: int) -> dict:
     res = defaultdict(list)
     for r in range(2 + repeats):  # two warm-up rounds
         state = trainer.data_rng.getstate()
-        seed = common.step_seed(cfg.seed, trainer.step, stream=0)
+        seed = step_seed(cfg.seed, trainer.step, stream=0)
         t0 = time.perf_counter()
         batch, rb, info = trainer.rollout_and_score()
         t_loop = time.perf_counter() - t0

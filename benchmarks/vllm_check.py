@@ -77,7 +77,8 @@ def main() -> None:
     from grpo_research.rollout import generate
     from grpo_research.rollout.vllm_backend import VLLMRollout, logp_drift
     from grpo_research.tasks import get_task
-    from grpo_research.trainers.common import step_seed, token_logprobs
+    from grpo_research.rollout.sampling import step_seed
+    from grpo_research.trainers.common import token_logprobs
     from grpo_research.trainers.sft import sft_batch
 
     if args.dry_run_cpu:

@@ -87,7 +87,7 @@ def _train(args: argparse.Namespace, early: EarlyStop) -> int:
     quiet_libraries()
     from grpo_research.config import data_parallel_problem
     from grpo_research.trainers import build_trainer, distributed
-    from grpo_research.trainers.base import InfrastructureFailure
+    from grpo_research.rollout.scored import InfrastructureFailure
     from grpo_research.locks import DirLock
     from grpo_research.models.real import PACKAGED_MODELS
     from grpo_research.trainers.common import Preempted, resolve_device

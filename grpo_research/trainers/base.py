@@ -36,7 +36,7 @@ from grpo_research.models import load_causal_lm
 from grpo_research.provenance import environment
 from grpo_research.rewards import RewardBatch, build_reward
 from grpo_research.rollout import RolloutBatch, rollout_backend
-from grpo_research.rollout.scored import InfrastructureFailure, base_correctness, rollout_and_score  # noqa: F401
+from grpo_research.rollout.scored import base_correctness, rollout_and_score
 from grpo_research.tasks import build_task
 from grpo_research.tasks.base import heldout_or_refuse, ood_or_refuse
 from grpo_research.tasks.prompting import pose

@@ -19,8 +19,6 @@ import torch
 from grpo_research.errors import ConfigError, UsageError
 from grpo_research.files import fsync_path, replace_dir, temp_dir_beside, write_bytes_atomic
 from grpo_research.rollout import generate
-from grpo_research.rollout.batch import batch_to  # noqa: F401 (re-exported)
-from grpo_research.rollout.sampling import step_seed  # noqa: F401 (re-exported)
 from grpo_research.tasks.base import Problem, Task
 
 

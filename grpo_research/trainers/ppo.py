@@ -90,6 +90,7 @@ from grpo_research.algorithms.ppo import (
     whiten,
 )
 from grpo_research.models import DTYPES
+from grpo_research.rollout.sampling import step_seed
 from grpo_research.trainers import common
 from grpo_research.trainers.base import Trainer
 from grpo_research.trainers.cost import forward_flops, train_flops
@@ -285,7 +286,7 @@ class PPOTrainer(Trainer):
             advantages, returns = gae(token_rewards, old_values, mask, p.gamma, p.lam)  # (N, T), (N, T)
             adv_used = whiten(advantages, mask) if p.whiten_advantages else advantages  # (N, T)
 
-        gen = torch.Generator().manual_seed(common.step_seed(cfg.seed, self.step, stream=1))
+        gen = torch.Generator().manual_seed(step_seed(cfg.seed, self.step, stream=1))
         acc: dict[str, list[float]] = defaultdict(list)
         lrs = (0.0 if critic_only else self.sched.get_last_lr()[0], self.critic_sched.get_last_lr()[0])
         trained_tokens, nonfinite = 0, False
