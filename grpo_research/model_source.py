@@ -3,15 +3,44 @@ models of its studies with it while planning, `load_causal_lm` before loading)."
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from grpo_research.errors import ConfigError
 
+_TRUE = ("1", "true", "yes", "on")
+
 
 def hub_offline() -> bool:
     """Whether Hugging Face downloads are off (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE set true)."""
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
-               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def datasets_offline() -> bool:
+    """Whether dataset downloads are off: downloads off (`hub_offline`) or HF_DATASETS_OFFLINE true."""
+    return hub_offline() or os.environ.get("HF_DATASETS_OFFLINE", "").strip().lower() in _TRUE
+
+
+@contextmanager
+def downloads_off_if_asked():
+    """While the environment asks for offline datasets now (`datasets_offline`), make
+    `huggingface_hub` and `datasets` refuse the network even if they were imported before the
+    variable was set: both read it once at import, and a process that imported them online
+    would otherwise spend ~25-50 s in download retries before failing."""
+    if not datasets_offline():
+        yield
+        return
+    import sys
+
+    mods = [m for m in (sys.modules.get("huggingface_hub.constants"), sys.modules.get("datasets.config")) if m]
+    saved = [m.HF_HUB_OFFLINE for m in mods]
+    for m in mods:
+        m.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        for m, v in zip(mods, saved):
+            m.HF_HUB_OFFLINE = v
 
 
 def check_model_source(path: str | Path, cached_offline: bool = False) -> None:

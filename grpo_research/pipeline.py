@@ -322,9 +322,9 @@ class Pipeline:
             return
         import os
 
-        from grpo_research.model_source import hub_offline
+        from grpo_research.model_source import datasets_offline
 
-        offline = hub_offline() or os.environ.get("HF_DATASETS_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+        offline = datasets_offline()
         saved = os.environ.get("HF_DATASETS_OFFLINE")
         os.environ["HF_DATASETS_OFFLINE"] = "1"  # while planning, never wait on the network
         try:

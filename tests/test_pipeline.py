@@ -3,6 +3,7 @@ misspelled key fails before any job with the schema's message), a broken study f
 SLURM profile's dry run. Dry runs only (`snakemake -n`), in a temp working directory."""
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -415,6 +416,31 @@ def test_a_hub_benchmark_is_not_waited_for_while_planning(tmp_path, monkeypatch)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(PipelineError, match="cannot load dataset 'openai/gsm8k'.*set GRPO_RESEARCH_BENCHMARKS"):
         pipeline(studies_dir=str(_study(tmp_path, benchmarks={"gsm8k": {"n": 5}}))).study("s")
+
+
+def test_downloads_off_holds_in_a_process_that_imported_datasets_online(tmp_path):
+    """`datasets` and `huggingface_hub` read HF_HUB_OFFLINE once, at import: a process (a test
+    session, a notebook) that imported them online and then turns downloads off must still not
+    try the network (before the fix: ~25 s of retries ending in LocalEntryNotFoundError)."""
+    code = (
+        "import os, datasets\n"
+        "os.environ['HF_HUB_OFFLINE'] = '1'\n"
+        "from grpo_research.tasks.loading import load_hub\n"
+        "from grpo_research.errors import DataError\n"
+        "try:\n"
+        "    load_hub('openai/gsm8k', 'main', 'test')\n"
+        "except DataError as e:\n"
+        "    print(e)\n"
+        "import huggingface_hub.constants as c\n"
+        "print('restored', c.HF_HUB_OFFLINE)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
+                                                             "TRANSFORMERS_OFFLINE", "GRPO_RESEARCH_BENCHMARKS")}
+    env["HF_HOME"] = str(tmp_path / "hf")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "cannot load dataset 'openai/gsm8k'" in proc.stdout and "OfflineModeIsEnabled" in proc.stdout, proc.stdout
+    assert "Retrying" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stdout.strip().endswith("restored False")  # the library's own setting is put back
 
 
 def test_all_studies_skips_a_study_whose_model_package_is_missing(tmp_path, monkeypatch, capsys):

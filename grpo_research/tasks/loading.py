@@ -86,8 +86,11 @@ def load_hub(name: str, config: str | None, split: str) -> list[Record]:
     """Records of a Hugging Face dataset split (network or the local `datasets` cache)."""
     import datasets
 
+    from grpo_research.model_source import downloads_off_if_asked
+
     try:
-        ds = datasets.load_dataset(name, config, split=split)
+        with downloads_off_if_asked():
+            ds = datasets.load_dataset(name, config, split=split)
     except Exception as e:  # noqa: BLE001  (datasets raises many kinds; report them in one line)
         msg = " ".join(str(e).split())
         raise DataError(f"cannot load dataset {name!r} (config {config!r}, split {split!r}): {msg}") from None
