@@ -7,8 +7,8 @@ the file and line), the value and what is allowed. The resolved config is what g
 to `<run-dir>/config.yaml` and sent to W&B, unchanged. The mechanics (field helper, strict
 merge, YAML and override parsing) are in grpo_research/typed_config.py.
 
-Over 400 lines on purpose: every key of a run, with its default, range and documentation, in
-one file that reads top to bottom.
+Every key of a run, with its default, range and documentation, in one file that reads top to
+bottom; the checks across keys are in grpo_research/config_checks.py.
 """
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from typing import Any
 
 import yaml
 
+from grpo_research.config_checks import validate
 from grpo_research.errors import ConfigError
 from grpo_research.methods import METHODS
 from grpo_research.typed_config import (
-    check_ranges,
     closed_interval,
     doc_field,
     field_rows,
@@ -34,11 +34,10 @@ from grpo_research.typed_config import (
     one_of,
     open_interval,
     parse_override,
-    type_ok,
 )
 
-__all__ = ["ConfigError", "RunConfig", "config_from_dict", "data_parallel_problem", "key_table", "load_config",
-           "load_yaml", "parse_override", "validate"]
+__all__ = ["ConfigError", "RunConfig", "config_from_dict", "key_table", "load_config", "load_yaml", "parse_override",
+           "validate"]
 
 
 def registered(registry: str):
@@ -60,7 +59,6 @@ def _task_check(v: str) -> str | None:
 
 
 MAX_GROUP_SIZE = 1024  # G beyond this is a typo (published GRPO runs use 4-64)
-MAX_COMPLETIONS_PER_STEP = 65536  # rows of one rollout batch
 
 
 # ---------------------------------------------------------------- the config
@@ -366,138 +364,7 @@ class RunConfig:
         return safe_dump(self.to_dict(), sort_keys=False)
 
 
-# ---------------------------------------------------------------- loading and validation
-def validate(cfg: RunConfig) -> RunConfig:
-    """Range-check every field; raise ConfigError naming the first bad key."""
-
-    check_ranges(cfg)
-    _check_task_options(cfg.task)
-    if len(cfg.task.level_weights) != len(cfg.task.levels):
-        raise ConfigError(
-            f"'task.level_weights' has {len(cfg.task.level_weights)} entries but 'task.levels' has {len(cfg.task.levels)}"
-        )
-    if cfg.rollout.sampler == "counter" and cfg.rollout.backend != "hf":
-        raise ConfigError("'rollout.sampler' = 'counter' needs rollout.backend=hf (vLLM samples with its own sampler)")
-    if cfg.train.launcher == "torchrun":
-        problem = data_parallel_problem(cfg, cfg.train.nproc_per_node)
-        if problem:
-            raise ConfigError(problem)
-    mb, G = cfg.train.micro_batch_size, cfg.algo.group_size
-    if mb and mb % G:
-        raise ConfigError(f"'train.micro_batch_size' = {mb} must be a multiple of algo.group_size={G} "
-                          "(a micro-batch holds whole groups)")
-    rows = cfg.rollout.prompts_per_step * cfg.algo.group_size
-    if rows > MAX_COMPLETIONS_PER_STEP:
-        raise ConfigError(f"rollout.prompts_per_step x algo.group_size = {cfg.rollout.prompts_per_step} x "
-                          f"{cfg.algo.group_size} = {rows} completions per step, more than the limit of "
-                          f"{MAX_COMPLETIONS_PER_STEP}")
-    _check_reward(cfg.reward)
-    _check_sample_source(cfg)
-    return cfg
-
-
-def _check_sample_source(cfg: RunConfig) -> None:
-    """The methods that train on verified samples (rft, dpo, ...) need their accepting reward
-    term, and only they take another sampler than the current policy."""
-    from grpo_research.methods import SAMPLE_SOURCE_TRAINERS
-
-    m = METHODS[cfg.method]
-    if m.trainer not in SAMPLE_SOURCE_TRAINERS:
-        if cfg.algo.sampler_sync_every != 1:
-            raise ConfigError(f"'algo.sampler_sync_every' = {cfg.algo.sampler_sync_every}: method={cfg.method} always "
-                              "samples the current policy (the option is for rft, online_rft, dpo, online_dpo)")
-        return
-    term = cfg.algo.accept_term
-    if term not in cfg.reward.weights:
-        raise ConfigError(f"'algo.accept_term' = {term!r}: method={cfg.method} keeps the samples that reward term "
-                          f"scores 1, but it is not a term of 'reward.weights' ({', '.join(cfg.reward.weights)})")
-    if cfg.algo.sampler_sync_every != 1 and cfg.rollout.backend != "hf":
-        raise ConfigError(f"'algo.sampler_sync_every' = {cfg.algo.sampler_sync_every} samples a model other than the "
-                          f"policy, which needs rollout.backend=hf (not {cfg.rollout.backend})")
-    if m.trainer == SAMPLE_SOURCE_TRAINERS[1] and cfg.algo.beta <= 0:
-        raise ConfigError(f"'algo.beta' = {cfg.algo.beta}: method={cfg.method} needs beta > 0 (DPO's beta)")
-
-
-def _check_reward(r: RewardConfig) -> None:
-    """Reward terms and their options must exist; a reward of no terms is refused."""
-    import inspect
-
-    from grpo_research.rewards import REWARDS
-
-    if not r.weights:
-        raise ConfigError("'reward.weights' is empty: the reward would be 0 for every completion")
-    for name, w in r.weights.items():
-        if name not in REWARDS:
-            raise ConfigError(f"'reward.weights' names unknown reward term {name!r} (known: {REWARDS.choices()})")
-        if not type_ok(w, float):
-            raise ConfigError(f"'reward.weights.{name}' = {w!r} must be a finite number")
-    if all(w == 0 for w in r.weights.values()):
-        raise ConfigError(f"'reward.weights' = {dict(r.weights)} are all 0: the reward would be 0 for every completion")
-    for name, opts in r.options.items():
-        if name not in r.weights:
-            raise ConfigError(f"'reward.options.{name}': {name!r} is not a term of reward.weights "
-                              f"({', '.join(r.weights)})")
-        if not isinstance(opts, dict):
-            raise ConfigError(f"'reward.options.{name}' = {opts!r} must be a mapping of option: value")
-        params = inspect.signature(REWARDS[name]).parameters
-        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-            continue
-        known = [k for k in params if k != "task"]
-        for key in opts:
-            if key not in known:
-                raise ConfigError(f"'reward.options.{name}.{key}' is not an option of reward term {name!r} "
-                                  f"(its options: {', '.join(known) or 'none'})")
-
-
-def _check_task_options(t: TaskConfig) -> None:
-    """Options that the chosen task does not take are refused, like unknown keys: a `task.*`
-    field away from its default, and every key of `task.options`."""
-    from grpo_research.tasks import task_parameters
-
-    params, takes_all = task_parameters(t.name)
-    if takes_all:
-        return
-    default = TaskConfig()
-    for name in TASK_FIELDS:
-        if getattr(t, name) != getattr(default, name) and name not in params:
-            raise ConfigError(f"'task.{name}' = {getattr(t, name)!r} is not an option of task {t.name!r} "
-                              f"(its options: {', '.join(sorted(params)) or 'none'})")
-    for name in t.options:
-        if name not in params or name in TASK_FIELDS:
-            raise ConfigError(f"'task.options.{name}' is not an option of task {t.name!r} "
-                              f"(its options: {', '.join(sorted(set(params) - set(TASK_FIELDS))) or 'none'})")
-
-
-TASK_FIELDS = ("levels", "level_weights", "eval_level", "data_path")  # task.* fields a task factory may take
-
-
-def data_parallel_problem(cfg: RunConfig, world: int, source: str = "train.nproc_per_node") -> str | None:
-    """Why `cfg` cannot train data-parallel over `world` processes exactly as one process would
-    (one line naming the setting), or None. Each process samples a contiguous share of the step's
-    prompts and computes its groups' advantages, so anything that looks across groups is refused.
-    `source`: what set the number of processes (the config key, or WORLD_SIZE under torchrun)."""
-    if world <= 1:
-        return None
-    from grpo_research.algorithms import ADVANTAGES
-
-    where = f"data-parallel training over {world} processes ({source}={world})"
-    if not METHODS[cfg.method].data_parallel:
-        supported = ", ".join(sorted(m for m, spec in METHODS.items() if spec.data_parallel))
-        return f"{where} does not support method={cfg.method} (supported: {supported}); use train.launcher=local"
-    if cfg.rollout.prompts_per_step % world:
-        return (f"{where}: rollout.prompts_per_step={cfg.rollout.prompts_per_step} is not divisible by "
-                f"the {world} processes")
-    a = cfg.algo
-    if a.dynamic_sampling:
-        return f"{where}: algo.dynamic_sampling=true refills the batch across all processes' groups; set it false"
-    reason = ADVANTAGES[a.advantage].cross_group(a)
-    if reason:
-        return f"{where}: {reason}"
-    if cfg.rollout.backend != "hf":
-        return f"{where}: rollout.backend={cfg.rollout.backend} is not supported; use rollout.backend=hf"
-    return None
-
-
+# ---------------------------------------------------------------- loading
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
     """defaults < the method's preset < YAML file < overrides; validated.
 

@@ -85,7 +85,7 @@ def _train(args: argparse.Namespace, early: EarlyStop) -> int:
         argv = ["--run-dir", args.run_dir, *(["--config", args.config] if args.config else []), *args.overrides]
         return launcher.launch(argv, cfg.train.nproc_per_node, cfg.train.threads)
     quiet_libraries()
-    from grpo_research.config import data_parallel_problem
+    from grpo_research.config_checks import data_parallel_problem
     from grpo_research.trainers import build_trainer, distributed
     from grpo_research.rollout.scored import InfrastructureFailure
     from grpo_research.locks import DirLock

@@ -28,7 +28,8 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from grpo_research.config import RunConfig, data_parallel_problem
+from grpo_research.config import RunConfig
+from grpo_research.config_checks import data_parallel_problem
 from grpo_research.errors import ConfigError, UsageError
 from grpo_research.files import disk_full, fsync_path, write_text_atomic
 from grpo_research.locks import DirLock

@@ -2,7 +2,7 @@
 
 `grpo-research train ... train.launcher=torchrun` relaunches itself under torchrun
 (grpo_research/trainers/launcher.py). Configs that cannot shard exactly are refused before
-anything starts (`config.data_parallel_problem`: one line, exit 2). Each worker (WORLD_SIZE > 1) runs the ordinary
+anything starts (`config_checks.data_parallel_problem`: one line, exit 2). Each worker (WORLD_SIZE > 1) runs the ordinary
 trainer with a `DataParallel` context:
 
 - process group: gloo on CPU, NCCL when the model trains on CUDA (each process on cuda:LOCAL_RANK);
