@@ -190,6 +190,10 @@ class AlgoConfig:
         "group is GRPO's, scaled per `adv_scale`); a wrong name is refused with the list.",
         registered("ADVANTAGES"),
     )
+    adv_options: dict = doc_field(
+        {}, "Options of the advantage estimator (`algo.advantage`), e.g. `algo.adv_options.c=1.0`: each estimator "
+        "declares its own, with defaults and ranges (docs/config.md, estimator options); unset ones take their "
+        "defaults, which config.yaml then records.")
     importance: str = doc_field(
         "token", "Importance ratio: token (PPO/GRPO) or sequence (GSPO: length-normalised sequence ratio).",
         registered("SURROGATES"),

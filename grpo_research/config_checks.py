@@ -24,6 +24,7 @@ def validate(cfg):
         )
     if cfg.rollout.sampler == "counter" and cfg.rollout.backend != "hf":
         raise ConfigError("'rollout.sampler' = 'counter' needs rollout.backend=hf (vLLM samples with its own sampler)")
+    _check_advantage_options(cfg.algo)
     if cfg.train.launcher == "torchrun":
         problem = data_parallel_problem(cfg, cfg.train.nproc_per_node)
         if problem:
@@ -40,6 +41,22 @@ def validate(cfg):
     _check_reward(cfg.reward)
     _check_sample_source(cfg)
     return cfg
+
+
+def _check_advantage_options(a) -> None:
+    """`algo.adv_options` may set only the options the chosen estimator declares, each within
+    its range; the ones left unset are filled in with their defaults (config.yaml records them)."""
+    from grpo_research.algorithms import ADVANTAGES
+
+    declared = ADVANTAGES[a.advantage].options
+    for key, value in a.adv_options.items():
+        if key not in declared:
+            raise ConfigError(f"'algo.adv_options.{key}' is not an option of advantage estimator {a.advantage!r} "
+                              f"(its options: {', '.join(declared) or 'none'})")
+        problem = declared[key].problem(value)
+        if problem:
+            raise ConfigError(f"'algo.adv_options.{key}' = {value!r} {problem}")
+    a.adv_options = {**{k: o.default for k, o in declared.items()}, **a.adv_options}
 
 
 def _check_sample_source(cfg) -> None:

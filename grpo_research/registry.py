@@ -1,9 +1,13 @@
 """One registry type for every pluggable name: tasks, reward terms, methods, advantage
 estimators, surrogates, loss aggregations. A registry is a dict from name to entry that refuses
-a name registered twice and names the known choices when asked for an unknown one."""
+a name registered twice and names the known choices when asked for an unknown one.
+`Option`: a parameter that a registered entry declares for itself (an advantage estimator's),
+so that adding the entry needs no edit of the config's fields."""
 from __future__ import annotations
 
-from typing import Callable, Generic, TypeVar
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -39,3 +43,30 @@ class Registry(dict, Generic[T]):
     def check(self, name: object) -> str | None:
         """None when `name` is registered, else the config-check message."""
         return None if name in self else f"must be one of {self.choices()}"
+
+
+def _any_value(value: Any) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Option:
+    """A parameter a registered entry declares: its default (whose type a value must have; an
+    int passes for a float), one line of help for the generated docs, and `check(value)`, the
+    reason a value is refused (None: allowed)."""
+
+    default: Any
+    help: str
+    check: Callable[[Any], str | None] = _any_value
+
+    def problem(self, value: Any) -> str | None:
+        """Why `value` is not allowed, or None."""
+        kind = type(self.default)
+        if isinstance(value, bool) != (kind is bool):
+            return f"must be a {kind.__name__}"
+        if kind is float:
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                return "must be a finite number"
+        elif not isinstance(value, kind):
+            return f"must be a {kind.__name__}"
+        return self.check(value)

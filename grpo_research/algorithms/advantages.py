@@ -20,18 +20,20 @@ so a group whose completions are all wrong contributes nothing, as in GRPO.
 Adding an estimator: one function `f(rewards (N,), algo config) -> advantages (N,)` registered
 with `@register_advantage("name")` (say `cross_group=` when it looks beyond a prompt's own
 group: data-parallel training then refuses it; `builds_on=` when it calls another estimator,
-whose reasons it then inherits), a hand-computed test, and a method preset in
+whose reasons and options it then inherits; `options={"c": Option(1.0, "help", check)}` for
+its own parameters, set as `algo.adv_options.c=...`, validated and documented from here with
+no edit of grpo_research/config.py), a hand-computed test, and a method preset in
 grpo_research/methods.py that selects it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
 from grpo_research.algorithms.core import group_relative_advantages
-from grpo_research.registry import Registry
+from grpo_research.registry import Option, Registry
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class Advantage:
     fn: Callable[[torch.Tensor, object], torch.Tensor]  # (rewards (N,), algo config) -> (N,)
     # why this estimator, under this algo config, needs other groups' rewards (None: it does not)
     cross_group: Callable[[object], str | None]
+    # its parameters, `algo.adv_options.<name>` (the config fills in the defaults)
+    options: dict[str, Option] = field(default_factory=dict)
 
     def __call__(self, rewards: torch.Tensor, algo) -> torch.Tensor:
         return self.fn(rewards, algo)
@@ -48,14 +52,17 @@ ADVANTAGES: Registry[Advantage] = Registry("advantage estimator")
 
 
 def register_advantage(name: str, cross_group: str | Callable[[object], str | None] | None = None,
-                       builds_on: str | None = None):
+                       builds_on: str | None = None, options: dict[str, Option] | None = None):
     """Decorator: register `fn(rewards, algo) -> advantages` as `algo.advantage=name`.
     `cross_group`: a reason (or a function of the algo config giving one) when it looks across
-    groups. `builds_on`: the registered estimator `fn` calls, whose reasons it inherits (NSR on
-    the group estimator looks across groups whenever that one does)."""
+    groups. `builds_on`: the registered estimator `fn` calls, whose reasons and options it
+    inherits (NSR on the group estimator looks across groups whenever that one does).
+    `options`: its own parameters, read in `fn` as `algo.adv_options[name]`."""
     own = cross_group if callable(cross_group) else (lambda algo, r=cross_group: r)
+    opts = dict(options or {})
     if builds_on is not None:
         inner = ADVANTAGES.lookup(builds_on)
+        opts = {**inner.options, **opts}
 
         def reason(algo):
             return own(algo) or inner.cross_group(algo)
@@ -63,10 +70,20 @@ def register_advantage(name: str, cross_group: str | Callable[[object], str | No
         reason = own
 
     def deco(fn):
-        ADVANTAGES.register(name, Advantage(fn, reason))
+        ADVANTAGES.register(name, Advantage(fn, reason, opts))
         return fn
 
     return deco
+
+
+def options_table() -> str:
+    """The Markdown table of every estimator's options (kept in docs/config.md)."""
+    rows = ["| `algo.advantage` | option | default | meaning |", "|---|---|---|---|"]
+    rows += [f"| `{name}` | `algo.adv_options.{key}` | `{opt.default!r}` | {opt.help} |"
+             for name, est in ADVANTAGES.items() for key, opt in est.options.items()]
+    if len(rows) == 2:
+        rows.append("| (none) | | | no registered estimator declares an option |")
+    return "\n".join(rows)
 
 
 def rloo_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
