@@ -317,9 +317,13 @@ class PPOConfig:
 
 @dataclass
 class DPOConfig:
-    """method=dpo | online_dpo: the preference loss (grpo_research/algorithms/dpo.py). Its beta is
-    `algo.beta` (the KL coefficient of the objective DPO solves); pairs are a correct and an
-    incorrect sample of one prompt (`algo.sampler_sync_every` says whose samples)."""
+    """method=dpo | online_dpo: the preference loss (grpo_research/algorithms/dpo.py). Pairs are a
+    correct and an incorrect sample of one prompt (`algo.sampler_sync_every` says whose samples).
+    DPO has no KL term of its own: `algo.beta` stays 0 for it."""
+
+    beta: float = doc_field(
+        0.1, "dpo: beta of the DPO loss (the KL coefficient of the objective DPO solves, arXiv 2305.18290). "
+        "Earlier versions read it from `algo.beta`; their run dirs still count as the same run.", gt(0))
 
     loss_type: str = doc_field("sigmoid", "dpo: the loss: sigmoid (arXiv 2305.18290) or ipo (arXiv 2310.12036).",
                                registered("DPO_LOSSES"))

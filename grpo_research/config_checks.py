@@ -77,8 +77,9 @@ def _check_sample_source(cfg) -> None:
     if cfg.algo.sampler_sync_every != 1 and cfg.rollout.backend != "hf":
         raise ConfigError(f"'algo.sampler_sync_every' = {cfg.algo.sampler_sync_every} samples a model other than the "
                           f"policy, which needs rollout.backend=hf (not {cfg.rollout.backend})")
-    if m.trainer == SAMPLE_SOURCE_TRAINERS[1] and cfg.algo.beta <= 0:
-        raise ConfigError(f"'algo.beta' = {cfg.algo.beta}: method={cfg.method} needs beta > 0 (DPO's beta)")
+    if m.trainer == SAMPLE_SOURCE_TRAINERS[1] and cfg.algo.beta != 0:
+        raise ConfigError(f"'algo.beta' = {cfg.algo.beta}: method={cfg.method} has no KL term (algo.beta must be 0); "
+                          f"DPO's own beta is dpo.beta (now {cfg.dpo.beta})")
 
 
 def _check_reward(r) -> None:

@@ -142,13 +142,13 @@ register_method(
 )
 register_method(
     "dpo", DPO_TRAINER,
-    preset={"algo": {"beta": 0.1, "sampler_sync_every": 0}},
+    preset={"algo": {"beta": 0.0, "sampler_sync_every": 0}},
     doc="DPO (arXiv 2305.18290) on pairs of a correct and an incorrect sample of one prompt from the frozen base "
-        "model (offline); `dpo.loss_type`, `dpo.label_smoothing`; beta = `algo.beta`.",
+        "model (offline); `dpo.beta`, `dpo.loss_type`, `dpo.label_smoothing`.",
 )
 register_method(
     "online_dpo", DPO_TRAINER,
-    preset={"algo": {"beta": 0.1, "sampler_sync_every": 1}},
+    preset={"algo": {"beta": 0.0, "sampler_sync_every": 1}},
     doc="Online DPO (Guo et al., arXiv 2402.04792): DPO on pairs from the current policy's samples, every step "
         "(`algo.sampler_sync_every=N`: iterative, pairs from a copy refreshed every N steps).",
 )

@@ -1,7 +1,8 @@
 """A run directory and its config (torch-free): a run dir may be new, or hold the same config (the
 run resumes, or is done). A run dir written by an earlier version, whose config lacks keys added
-since, still counts as the same run when those keys are at their defaults; any real difference
-is refused, naming the keys.
+since, still counts as the same run when those keys are at their defaults, and one whose keys
+were renamed since is read in today's terms (`upgrade_saved`: DPO's beta was `algo.beta`); any
+real difference is refused, naming the keys.
 
 Operational keys (`OPERATIONAL_KEYS`) are not part of a run's identity: they say how this
 invocation runs (how long to wait for the lock, how many threads, how often to checkpoint,
@@ -65,11 +66,27 @@ def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def upgrade_saved(saved: dict) -> dict:
+    """A saved config written by an earlier version, in today's keys (a copy; `saved` itself
+    is left as it is): DPO's beta, once `algo.beta`, is `dpo.beta`, and DPO's `algo.beta` is 0
+    (it has no KL term)."""
+    from grpo_research.methods import DPO_TRAINER, METHODS
+
+    method = METHODS.get(saved.get("method")) if isinstance(saved.get("method"), str) else None
+    algo, dpo = saved.get("algo"), saved.get("dpo")
+    if (method is None or method.trainer != DPO_TRAINER or not isinstance(algo, dict) or "beta" not in algo
+            or (isinstance(dpo, dict) and "beta" in dpo)):
+        return saved
+    return {**saved, "algo": {**algo, "beta": 0.0}, "dpo": {**(dpo if isinstance(dpo, dict) else {}),
+                                                           "beta": algo["beta"]}}
+
+
 def config_differences(saved: dict, cfg: RunConfig, operational: bool = False) -> list[str]:
-    """`key: saved -> new` for every real difference between a saved config and `cfg`; keys that
-    `cfg` has and `saved` lacks count only when `cfg` sets them away from their default.
-    Operational keys are left out, or (`operational=True`) are the only ones listed."""
-    old, new = _flatten(saved), _flatten(cfg.to_dict())
+    """`key: saved -> new` for every real difference between a saved config (`upgrade_saved`
+    first) and `cfg`; keys that `cfg` has and `saved` lacks count only when `cfg` sets them away
+    from their default. Operational keys are left out, or (`operational=True`) are the only ones
+    listed."""
+    old, new = _flatten(upgrade_saved(saved)), _flatten(cfg.to_dict())
     default = _flatten(RunConfig().to_dict())
     out = []
     for key in sorted(set(old) | set(new)):

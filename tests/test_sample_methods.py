@@ -112,7 +112,9 @@ def test_kill_and_resume_matches_the_uninterrupted_run(tiny_model_dir, tmp_path,
 @pytest.mark.parametrize("overrides, needle", [
     (["method=rft", "reward.weights={format: 1.0}"], "'algo.accept_term' = 'correct': method=rft keeps"),
     (["method=grpo", "algo.sampler_sync_every=0"], "method=grpo always samples the current policy"),
-    (["method=dpo", "algo.beta=0"], "method=dpo needs beta > 0"),
+    (["method=dpo", "algo.beta=0.1"], "'algo.beta' = 0.1: method=dpo has no KL term (algo.beta must be 0); "
+                                      "DPO's own beta is dpo.beta (now 0.1)"),
+    (["method=online_dpo", "dpo.beta=0"], "'dpo.beta' = 0"),
     (["method=online_dpo", "dpo.label_smoothing=0.5"], "'dpo.label_smoothing' = 0.5 must be in [0, 0.5)"),
     (["method=dpo", "dpo.loss_type=hinge"], "'dpo.loss_type'"),
 ])

@@ -1,7 +1,7 @@
 """The one training loop every method runs on.
 
 `Trainer` owns the run: the task, the policy and its optimizer and schedule, the reference
-model (when `uses_reference` and beta > 0), the rollout backend and the reward (when
+model (when `needs_reference()`), the rollout backend and the reward (when
 `samples_policy`), held-out evaluation, atomic checkpoints and resume, SIGTERM, the metrics
 rows, cost metering and data parallelism. A method is a subclass that writes `train_step`
 (and, when it holds more state, `setup`, `extra_state` and `load_extra_state`); methods are
@@ -61,7 +61,7 @@ class Trainer:
     """The loop, evaluation, checkpoints and metrics of a run; subclasses write `train_step`."""
 
     samples_policy = True  # builds the rollout backend and the reward (RL methods)
-    uses_reference = True  # loads the frozen reference when algo.beta > 0
+    uses_reference = True  # loads the frozen reference when algo.beta > 0 (`needs_reference`)
 
     def __init__(self, cfg: RunConfig, run_dir: str | Path, model_path: str | Path):
         # where this invocation's wall time goes (summary.json `timings_this_invocation`, read
@@ -96,7 +96,7 @@ class Trainer:
             common.enable_activation_checkpointing(self.policy)
         self.policy.train()
         self.ref = None
-        if self.uses_reference and cfg.algo.beta > 0:
+        if self.needs_reference():
             self.ref, _ = load_causal_lm(model_path, cfg.model.dtype)
             self.ref.to(self.device).eval().requires_grad_(False)
         o = cfg.optim
@@ -134,9 +134,13 @@ class Trainer:
                               f"prompt ({longest} tokens) exceeds the model's context of {ctx} tokens")
         self._check_memory(longest + self.cfg.rollout.max_new_tokens)
 
+    def needs_reference(self) -> bool:
+        """Whether the run holds a frozen reference model: the KL term's (algo.beta > 0)."""
+        return self.uses_reference and self.cfg.algo.beta > 0
+
     def _check_memory(self, seq_len: int) -> None:
         """Refuse a step whose estimated memory exceeds the machine's (`cost.check_step_memory`)."""
-        frozen = int(self.uses_reference and self.cfg.algo.beta > 0) + self.extra_frozen_models()
+        frozen = int(self.needs_reference()) + self.extra_frozen_models()
         self.step_memory_estimate = check_step_memory(self.policy, self.cfg, seq_len, frozen, self.device)
 
     # ------------------------------------------------------------ what a method provides

@@ -8,7 +8,7 @@ model for `dpo`, the current policy for `online_dpo`, a copy refreshed every N s
 grpo_research/trainers/sampled.py), score them with the task's verifier, pair a correct
 completion (one the `algo.accept_term` reward term scores 1) with an incorrect one of the same
 prompt (`preference_pairs`: min(#correct, #incorrect) disjoint pairs per group), and take one optimizer step on the mean DPO loss of the pairs against the
-frozen reference (the base model), with beta = `algo.beta` and `dpo.loss_type` /
+frozen reference (the base model), with beta = `dpo.beta` and `dpo.loss_type` /
 `dpo.label_smoothing` (grpo_research/algorithms/dpo.py). A step without a pair makes no update.
 
 Metrics rows are the RL methods' (`rl_row`: every generated completion counted in `samples`)
@@ -38,6 +38,9 @@ from grpo_research.trainers.update import Loss
 
 
 class DPOTrainer(SampleSourceTrainer):
+    def needs_reference(self) -> bool:
+        return True  # the DPO loss is relative to the reference; there is no KL term (algo.beta 0)
+
     def train_step(self) -> dict[str, Any]:
         cfg, a = self.cfg, self.cfg.algo
         t0 = time.perf_counter()
@@ -63,10 +66,10 @@ class DPOTrainer(SampleSourceTrainer):
                 ref_seq = ref_seq.clone()
                 logp, entropy = common.token_logprobs(self.policy, ids, am, T, 1.0, with_entropy=True)  # (2k, T)
                 seq = (logp * mask).sum(1)  # (2k,)
-                losses = dpo_loss(seq[:k], seq[k:], ref_seq[:k], ref_seq[k:], a.beta,
+                losses = dpo_loss(seq[:k], seq[k:], ref_seq[:k], ref_seq[k:], cfg.dpo.beta,
                                   label_smoothing=cfg.dpo.label_smoothing, loss_type=cfg.dpo.loss_type)  # (k,)
-                rewards = torch.stack([dpo_implicit_rewards(seq[:k].detach(), ref_seq[:k], a.beta),
-                                       dpo_implicit_rewards(seq[k:].detach(), ref_seq[k:], a.beta)])  # (2, k)
+                rewards = torch.stack([dpo_implicit_rewards(seq[:k].detach(), ref_seq[:k], cfg.dpo.beta),
+                                       dpo_implicit_rewards(seq[k:].detach(), ref_seq[k:], cfg.dpo.beta)])  # (2, k)
                 tokens = int(am.sum())
                 return Loss(losses.sum() / P,  # this micro-batch's share of the mean over all pairs
                             aux=(rewards, entropy, mask, forward_flops(self.n_params, tokens) + train_flops(self.n_params, tokens)))

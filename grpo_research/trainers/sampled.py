@@ -40,7 +40,7 @@ class SampleSourceTrainer(Trainer):
 
     def extra_frozen_models(self) -> int:
         every = self.cfg.algo.sampler_sync_every
-        shares_ref = every == 0 and self.uses_reference and self.cfg.algo.beta > 0 and not self.cfg.algo.ref_reset_every
+        shares_ref = every == 0 and self.needs_reference() and not self.cfg.algo.ref_reset_every
         return int(every != 1 and not shares_ref)
 
     def sampler(self):
