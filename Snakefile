@@ -10,7 +10,7 @@
 #   snakemake --cores all report --config studies='[beta, temperature]'   # reports + index
 #   snakemake --profile configs/profiles/slurm ablations                  # on a SLURM cluster
 #
-# Rules by stage live in workflow/rules/*.smk; what they compute lives in grpo_research/pipeline.py,
+# Rules by stage live in workflow/rules/*.smk; what they compute lives in grpo_research/pipeline/,
 # and every job runs `python -m grpo_research.cli ...` (`grpo-research ...`). The config
 # (configs/defaults.yaml) is validated against workflow/schemas/config.schema.yaml before anything runs.
 # results/index.html (rule render_index, listing every report on disk) is rebuilt by the
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(workflow.basedir).resolve()))  # grpo_research (grpo
 configfile: str(Path(workflow.basedir) / "configs" / "defaults.yaml")
 
 
-from grpo_research.pipeline import coerce_config
+from grpo_research.pipeline.workflow_config import coerce_config
 
 # numbers as the project's YAML loader reads them: `1e-05` in a config file (a string to
 # Snakemake's YAML 1.1), the items of `--config seeds='[4, 5]'` (strings to Snakemake)

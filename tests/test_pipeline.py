@@ -117,8 +117,10 @@ def test_torchrun_runs_ask_for_a_core_per_process(tmp_path):
     assert proc.returncode != 0 and "does not support method=ppo" in proc.stdout + proc.stderr
 
 
-# ---------------------------------------------------------------- grpo_research/pipeline.py
-from grpo_research.pipeline import Pipeline, PipelineError, RerunId, RunId, alternation, q  # noqa: E402
+# ---------------------------------------------------------------- grpo_research/pipeline/
+from grpo_research.pipeline import Pipeline, PipelineError  # noqa: E402
+from grpo_research.pipeline.ids import RerunId, RunId  # noqa: E402
+from grpo_research.pipeline.shell import alternation, q  # noqa: E402
 
 
 def pipeline(**changes) -> Pipeline:

@@ -1,7 +1,7 @@
 """Numbers written as `1e-05`, `1E5` or `-.5` (strings to YAML 1.1, PyYAML's default) are read
 as numbers wherever the project reads YAML: config files and `key=value` overrides, study files,
 `grpo-research hpo --space`, and Snakemake's config (read by Snakemake with YAML 1.1, coerced by
-grpo_research.pipeline.coerce_config). Text that is not a number stays a string."""
+grpo_research.pipeline.workflow_config.coerce_config). Text that is not a number stays a string."""
 import json
 import re
 from pathlib import Path
@@ -79,7 +79,7 @@ def test_the_hpo_space_sent_as_json_reads_back_as_numbers():
 
 
 def test_snakemake_config_is_coerced_as_the_project_reads_yaml():
-    from grpo_research.pipeline import coerce_config
+    from grpo_research.pipeline.workflow_config import coerce_config
 
     # what Snakemake hands the Snakefile: YAML 1.1 strings from the config file, and the items
     # of `--config KEY=VALUE` as strings (its BaseLoader)

@@ -31,7 +31,7 @@ COLUMNS = ["id", "verdict", "phase", "n_bases", "n_seeds", "failed_precondition"
            "p_improvement_high", "first_run_created", "preregistered", "positive_control", "tuned", "validity", "arxiv", "setting", "claim", "note"]
 
 
-CONFIRM_PREFIX = "confirm-"  # grpo_research.pipeline.CONFIRM_PREFIX: the confirmatory runs of a study
+CONFIRM_PREFIX = "confirm-"  # grpo_research.pipeline.ids.CONFIRM_PREFIX: the confirmatory runs of a study
 
 
 def confirm_claims(claims: list[dict[str, Any]], frozen: dict[str, Any]) -> list[dict[str, Any]]:

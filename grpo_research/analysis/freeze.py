@@ -226,7 +226,7 @@ def check_freeze(data: dict[str, Any], claims_path: str | Path) -> list[str]:
                   if k != "combined" and current.get(k) != data["analysis_sha256"].get(k))
 
 
-TUNED_SUFFIX = "-lr"  # grpo_research.pipeline.TUNED_SUFFIX
+TUNED_SUFFIX = "-lr"  # grpo_research.pipeline.ids.TUNED_SUFFIX
 
 
 def frozen_studies(data: dict[str, Any]) -> dict[str, dict[str, float | None]]:

@@ -23,7 +23,7 @@ from grpo_research.typed_config import safe_dump
 
 METRIC = "eval/accuracy"
 # The defaults of a search, stated once: here and in SearchSpec's fields. The command line
-# (`grpo-research hpo search`) and the Snakemake pipeline (grpo_research/pipeline.py, from
+# (`grpo-research hpo search`) and the Snakemake pipeline (grpo_research/pipeline/hpo.py, from
 # configs/defaults.yaml `hpo`) pass only the values they set.
 DEFAULT_SPACE = {
     "algo.group_size": {"type": "categorical", "choices": [2, 4, 8, 16]},

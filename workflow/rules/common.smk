@@ -1,5 +1,5 @@
 # Shared names of the rules. Everything they compute (paths, run ids, study expansion, HPO
-# searches, the arguments of each job) lives in grpo_research/pipeline.py (tested in
+# searches, the arguments of each job) lives in grpo_research/pipeline/ (tested in
 # tests/test_pipeline.py); here it is only bound to Snakemake, a PipelineError becoming a
 # WorkflowError, which stops planning with its message before any job runs.
 import functools
@@ -7,7 +7,8 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from grpo_research.pipeline import Pipeline, PipelineError, alternation, q
+from grpo_research.pipeline import Pipeline, PipelineError
+from grpo_research.pipeline.shell import alternation, q
 from grpo_research.provenance import KERNEL_FAMILIES, NATIVE, kernel_env_prefix
 
 
