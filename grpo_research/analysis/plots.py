@@ -78,8 +78,9 @@ def plot_curves(curves: pd.DataFrame, out_dir: str | Path, study: str, smooth: i
         note = f"\n{smoothing_note(smooth)}" if smoothed and smooth > 1 else ""
         if hidden:
             note += f"\nnot shown (trained on more samples): {', '.join(hidden)}"
-        seeds = "/".join(str(n) for n in sorted(n_seeds))
-        ax.set_title(f"{study}: {title}\nmean over {seeds} seeds, band: 95% bootstrap CI{note}", fontsize=10)
+        runs = "/".join(str(n) for n in sorted(n_seeds))
+        ax.set_title(f"{study}: {title}\nmean over {runs} runs (base models x seeds), band: 95% bootstrap CI{note}",
+                     fontsize=10)
         ax.ticklabel_format(axis="x", style="plain")
         ax.ticklabel_format(axis="y", useOffset=False)
         ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda x, _: f"{x:,.0f}"))
@@ -101,7 +102,7 @@ def interval_caption(intervals: set[str]) -> str:
     """What the error bars of a final-accuracy chart are, from final_table's `interval` column."""
     how = []
     if "seeds" in intervals:
-        how.append("n > 1: mean over seeds, 95 % bootstrap CI over seeds")
+        how.append("n > 1: mean over runs (base models x seeds), 95 % bootstrap CI over them")
     if "problems" in intervals:
         how.append("n = 1: one model, 95 % interval over problems")
     return "; ".join(how)
@@ -138,12 +139,12 @@ def plot_final(final: pd.DataFrame, out_dir: str | Path, study: str, variants: l
         intervals = set(g["interval"]) if "interval" in g else {"seeds"}
         ax.set_xticks(x, [f"{v}\n(n={int(n)})" for v, n in zip(g.index, g["n_seeds"])], fontsize=9)
         ax.set_ylabel(f"{bench}: accuracy (%)")
-        ax.set_xlabel("variant (n = seeds)")
+        ax.set_xlabel("variant (n = runs: base models x seeds)")
         ax.set_ylim(0, min(100, max(5.0, 1.15 * max(float(np.nanmax(100 * g["high"].to_numpy())), 0))))
         ax.set_title(f"{study}: final {bench} accuracy\n" + interval_caption(intervals), fontsize=10)
         handles = [Patch(facecolor="0.75", label="mean"),
                    Line2D([], [], color="black", marker="_", markersize=10, linestyle="-", label="95 % interval"),
-                   Line2D([], [], color="black", marker="o", markersize=4, linestyle="", label="one seed")]
+                   Line2D([], [], color="black", marker="o", markersize=4, linestyle="", label="one run")]
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
         fig.tight_layout()
         path = out / f"final_{slug(bench).replace(' ', '_').replace('(', '').replace(')', '')}.png"
@@ -171,7 +172,8 @@ def plot_wall(wall: pd.DataFrame, out_dir: str | Path, study: str, variants: lis
     ax.set_xlabel("training time (s, summed step time, evaluation excluded)")
     ax.set_ylabel("held-out accuracy, greedy (%)")
     ax.set_ylim(0, min(100, max(5.0, 1.1 * float(wall["high"].max()))))
-    ax.set_title(f"{study}: held-out accuracy at equal wall time\nmean over seeds, band: 95% bootstrap CI",
+    ax.set_title(f"{study}: held-out accuracy at equal wall time\nmean over runs (base models x seeds), "
+                 "band: 95% bootstrap CI",
                  fontsize=11)
     ax.legend(loc="best")
     fig.tight_layout()
