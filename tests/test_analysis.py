@@ -361,7 +361,7 @@ def test_final_charts_show_the_base_model_and_say_what_their_intervals_are(tmp_p
          "n_seeds": 1, "interval": "problems", "seeds": "1", "values": "0.2"}])
     assert final_bar_order(final, ["grpo", "ppo"]) == ["base model", "grpo", "ppo"]
     assert interval_caption({"problems"}) == "n = 1: one model, 95 % interval over problems"
-    assert "over seeds" in interval_caption({"seeds", "problems"})
+    assert "mean over runs (base models x seeds)" in interval_caption({"seeds", "problems"})
     (path,) = plot_final(final, tmp_path, "s", ["grpo"])
     assert path.name == "final_gsm8k.png" and path.stat().st_size > 1000
 
