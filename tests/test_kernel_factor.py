@@ -133,7 +133,8 @@ def test_the_analysis_pairs_by_family_tests_per_base_and_reports_each_family(tmp
     avx2 alone: 0.08 +- 0.099366 (one run per base: no within-base SD)."""
     import pandas as pd
 
-    from grpo_research.analysis.aggregate import final_table, variance_table
+    from grpo_research.analysis.aggregate import final_table
+    from grpo_research.analysis.comparisons import variance_table
     from grpo_research.analysis.load import load_study_runs
 
     diffs = {("native", 0): 0.10, ("native", 1): 0.02, ("native", 2): 0.06,
