@@ -23,6 +23,7 @@ from grpo_research import studies as S
 from grpo_research.config import load_config
 from grpo_research.errors import ConfigError
 from grpo_research.provenance import KERNEL_FAMILIES, NATIVE, kernel_env_prefix
+from grpo_research.run_ids import base_suffix, kernels_of, seed_of
 
 HPO_PREFIX = "hpo-"  # the study `hpo-<search>`: a search's reruns of its best config and of the defaults
 CONFIRM_PREFIX = "confirm-"  # the study `confirm-<study>`: the frozen confirmatory runs of <study>'s atlas arms
@@ -185,7 +186,7 @@ class Pipeline:
         into <runs>/_base/<name>, or <runs>/_base/<name>-base<b> for base seed b != 0, with
         `-k<family>` off the native kernels) or a hub name / checkpoint dir given as is."""
         if model in self.config["base_models"]:
-            return f"{self.runs}/_base/{model}{S.base_suffix(base, kernels)}"
+            return f"{self.runs}/_base/{model}{base_suffix(base, kernels)}"
         return model
 
     def base_inputs(self, model: str, base: int = 0, kernels: str = NATIVE) -> list[str]:
@@ -218,7 +219,7 @@ class Pipeline:
 
     def run_env(self, study_name: str, run_id: str) -> str:
         """The shell prefix of every job of a run (training, evaluation): its kernel family's variables."""
-        return kernel_env_prefix(S.kernels_of(run_id))
+        return kernel_env_prefix(kernels_of(run_id))
 
     def study_base_seeds(self, raw: dict) -> list[int] | None:
         """The base seeds of a study: `--config base_seeds` for a study whose base model the pipeline
@@ -722,7 +723,7 @@ class Pipeline:
         study = None if self.search_of(name) is not None else self.study(name)
         for run_id in self.study_runs(name):
             out.append(f"{self.runs}/{name}/{run_id}/summary.json")
-            if study is None or S.seed_of(run_id) in study.benchmark_seeds:  # on every base
+            if study is None or seed_of(run_id) in study.benchmark_seeds:  # on every base
                 out += [f"{self.runs}/{name}/{run_id}/eval/{b}.json" for b in benchmarks]
         if study is not None and study.benchmark_base:
             out += [self.base_eval_path(name, b, base, k) for base in study.base_seeds for k in study.kernels
@@ -731,7 +732,7 @@ class Pipeline:
 
     def base_eval_path(self, name: str, benchmark: str, base: int = 0, kernels: str = NATIVE) -> str:
         """<runs>/<study>/_base_model[-base<b>][-k<family>]/eval/<benchmark>.json: base model b's evaluation."""
-        return f"{self.runs}/{name}/{S.BASE_EVAL_DIR}{S.base_suffix(base, kernels)}/eval/{benchmark}.json"
+        return f"{self.runs}/{name}/{S.BASE_EVAL_DIR}{base_suffix(base, kernels)}/eval/{benchmark}.json"
 
     def base_eval_args(self, name: str, benchmark: str, base: int = 0, kernels: str = NATIVE) -> list[Any]:
         """`grpo-research eval` of a study's base model on a benchmark, posed as its runs pose

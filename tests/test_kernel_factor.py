@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from grpo_research.provenance import KERNEL_FAMILIES, kernel_env_prefix
-from grpo_research.studies import StudyError, base_of, expand_study, kernels_of, run_id_of, seed_of, variant_of
+from grpo_research.run_ids import base_of, kernels_of, run_id_of, seed_of, variant_of
+from grpo_research.studies import StudyError, expand_study
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = {"description": "x", "budget_samples": 64, "seeds": [1], "control": False, "methods": ["grpo"]}

@@ -20,7 +20,8 @@ def base_model_run(runs_dir: Path, base: int = 0, kernels: str = "native"):
     Run of the variant `base model` (None without them)."""
     from grpo_research.analysis.load import load_run
 
-    from grpo_research.studies import BASE_EVAL_DIR, base_suffix
+    from grpo_research.run_ids import base_suffix
+    from grpo_research.studies import BASE_EVAL_DIR
 
     d = Path(runs_dir) / f"{BASE_EVAL_DIR}{base_suffix(base, kernels)}"
     if not (d / "eval").is_dir() or not any((d / "eval").glob("*.json")):
