@@ -216,7 +216,7 @@ def nested_table(reps: int, seed: int, limit: float = 0.065) -> list[str]:
 def runs_by_base(runs: Path) -> dict[int, np.ndarray]:
     """Final held-out accuracies (points) of the finished runs under `runs`, by base model (the
     base seed of each run id: `grpo-base3-seed2` is base 3)."""
-    from grpo_research.studies import base_of
+    from grpo_research.run_ids import base_of
 
     out: dict[int, list[float]] = {}
     for s in sorted(runs.glob("*/summary.json")):

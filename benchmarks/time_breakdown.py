@@ -30,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from grpo_research.studies import variant_of
+from grpo_research.run_ids import variant_of
 
 # component of a training process -> the summary timings it sums
 TRAIN_PARTS = {

@@ -42,7 +42,7 @@ OPERATIONAL_KEYS: dict[str, str] = {
 }
 
 # What other parts of the project put in a run dir before its first `train` writes config.yaml:
-# the lock (`train` itself), the equal-wall-time control's budget (grpo_research/studies.py) and
+# the lock (`train` itself), the equal-wall-time control's budget (grpo_research/study_budget.py) and
 # an HPO trial's log (grpo_research/hpo/search.py). A directory holding anything else and no
 # config.yaml is not a run dir.
 PRE_RUN_FILES = frozenset({".lock", "wall_budget.json", "train.log"})

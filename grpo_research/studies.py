@@ -40,39 +40,25 @@ A study (`experiments/<name>.yaml`, schema `workflow/schemas/study.schema.yaml`)
   of the same base model on the same prompts with their reference solutions) twice per seed,
   not crossed with the grid: `sft_control-seed<N>` at the study's sample budget, and
   `sft_control-wall-seed<N>`, trained for as long (summed step seconds, evaluation excluded) as
-  the longest RL run of that seed trained (`train-wall` below). Turn it off for tasks that
-  withhold reference solutions, where there is nothing to imitate; `equal_samples` keeps the
-  first alone (for models whose RL steps are too slow to match in wall time as well);
+  the longest RL run of that seed trained (`train-wall`, grpo_research/study_budget.py). Turn it
+  off for tasks that withhold reference solutions, where there is nothing to imitate;
+  `equal_samples` keeps the first alone (for models whose RL steps are too slow to match in wall
+  time as well);
 - `benchmark_seeds` (default: every seed): the seeds whose runs are evaluated on `benchmarks`
   (benchmarks of a large model are costly; the trainer's held-out accuracy covers every run);
 - `benchmark_base` (default false): evaluate the base model itself on `benchmarks` too, into
   `<runs>/<study>/_base_model/eval/` (the report lists it as the row `base model`).
 
-A run id names the method entry (its `name`, else the method), every swept or `set` value with
-a short key name, the base (other than 0) and the seed: `ppo-lam0.95-seed1`, `grpo-G8-seed2`,
-`grpo-beta0.04-base3-seed1`. The variant of a run is its id without `[-base<b>]-seed<N>`;
-analysis groups runs by variant and pairs them by (base, seed).
-
 Every run's config is resolved and validated here (`load_config`), so a misspelled config key
 or an out-of-range value in a study stops the pipeline while it plans, before any job runs.
 
-The command line (grpo_research/cli/study.py): `grpo-research study list
-experiments/ppo_vs_grpo.yaml` prints the runs; `grpo-research study train-budget --budget-samples N
---run-dir DIR [--config F] [k=v ...]` trains one run at a given budget of samples (used for
-Optuna's best-config reruns, whose group size is only known once the search has finished);
-`grpo-research study train-wall --match DIR [--match DIR ...] --probe DIR --run-dir D [k=v ...]`
-trains the equal-wall-time control: steps = (the longest summed `step_s` of the --match runs) /
-(the median `step_s` of the --probe run), evaluated `--evals` times; it first writes
-`wall_budget.json` (target seconds, matched runs, steps) into the run dir, which marks the run
-as the equal-wall-time control for the analysis.
-
-Over 400 lines for now (471): loading, expansion and the budget arithmetic of studies; the
-equal-wall-time control's arithmetic is the seam to split next.
+Run ids (`ppo-lam0.95-seed1`, `grpo-beta0.04-base3-seed1`): grpo_research/run_ids.py. Training a
+run at a budget of samples and the equal-wall-time control's budget, with the command line
+`grpo-research study train-budget | train-wall`: grpo_research/study_budget.py.
 """
 from __future__ import annotations
 
 import itertools
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,27 +67,10 @@ from typing import Any
 from grpo_research.config import load_config, load_yaml
 from grpo_research.errors import ConfigError
 from grpo_research.provenance import KERNEL_FAMILIES, NATIVE
+from grpo_research.run_ids import SEED_SUFFIX, id_value, run_id_of, short_names
 from grpo_research.typed_config import safe_dump, safe_load
 
-# short names of swept keys in run ids; any other key uses its last component
-SHORT_NAMES = {
-    "algo.group_size": "G",
-    "algo.beta": "beta",
-    "algo.clip_eps": "eps",
-    "algo.clip_eps_high": "epshigh",
-    "rollout.temperature": "temp",
-    "rollout.prompts_per_step": "P",
-    "rollout.top_p": "topp",
-    "ppo.lam": "lam",
-    "ppo.gamma": "gamma",
-    "optim.lr": "lr",
-    "critic.lr": "vlr",
-}
-# group 1: the base (absent: 0), 2: the kernel family (absent: native), 3: the seed
-SEED_SUFFIX = re.compile(r"(?:-base(\d+))?(?:-k(" + "|".join(re.escape(k) for k in KERNEL_FAMILIES if k != NATIVE)
-                         + r"))?-seed(-?\d+)$")
 CONTROL_METHOD = "sft_control"
-WALL_BUDGET_FILE = "wall_budget.json"  # written into an equal-wall-time control's run dir
 BASE_EVAL_DIR = "_base_model"  # <runs>/<study>/_base_model/eval/<benchmark>.json: the base model's evaluations
 STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 BENCHMARK_ENTRY = re.compile(r"^[A-Za-z0-9_]+$")  # as the evaluate rules' {benchmark} wildcard
@@ -173,64 +142,6 @@ def format_value(value: Any) -> str:
 
 def override(key: str, value: Any) -> str:
     return f"{key}={format_value(value)}"
-
-
-def id_value(value: Any) -> str:
-    """A value as it appears in a run id: short, readable, file-name safe."""
-    if isinstance(value, bool):
-        text = "true" if value else "false"
-    elif isinstance(value, float):
-        text = repr(value)
-    elif isinstance(value, (list, tuple)):
-        text = "_".join(id_value(v) for v in value)
-    elif isinstance(value, dict):
-        text = "_".join(f"{k}{id_value(v)}" for k, v in value.items())
-    else:
-        text = str(value)
-    return re.sub(r"[^A-Za-z0-9._+-]", "", text.replace("/", "_").replace(" ", ""))
-
-
-def short_names(keys: list[str]) -> dict[str, str]:
-    """Key -> short name for run ids; colliding short names fall back to the full key."""
-    names = {k: SHORT_NAMES.get(k, k.rsplit(".", 1)[-1]) for k in keys}
-    counts: dict[str, int] = {}
-    for n in names.values():
-        counts[n] = counts.get(n, 0) + 1
-    return {k: (n if counts[n] == 1 else k.replace(".", "_")) for k, n in names.items()}
-
-
-def variant_of(run_id: str) -> str:
-    """`ppo-lam0.95-seed1` -> `ppo-lam0.95`; `grpo-base2-seed1` -> `grpo`."""
-    return SEED_SUFFIX.sub("", run_id)
-
-
-def seed_of(run_id: str) -> int | None:
-    m = SEED_SUFFIX.search(run_id)
-    return int(m.group(3)) if m else None
-
-
-def kernels_of(run_id: str) -> str:
-    """The kernel family of a run id (`native` when the id names none: `grpo-seed1`)."""
-    m = SEED_SUFFIX.search(run_id)
-    return m.group(2) if m and m.group(2) is not None else NATIVE
-
-
-def base_of(run_id: str) -> int:
-    """The base seed of a run id (0 when the id names none: `grpo-seed1`)."""
-    m = SEED_SUFFIX.search(run_id)
-    return int(m.group(1)) if m and m.group(1) is not None else 0
-
-
-def run_id_of(variant: str, base: int, seed: int, kernels: str = NATIVE) -> str:
-    """`grpo`, 0, 1 -> `grpo-seed1` (base 0 keeps the ids of studies before base seeds);
-    `grpo`, 2, 1 -> `grpo-base2-seed1`; `grpo`, 2, 1, `avx2` -> `grpo-base2-kavx2-seed1`."""
-    return f"{variant}{base_suffix(base, kernels)}-seed{seed}"
-
-
-def base_suffix(base: int, kernels: str = NATIVE) -> str:
-    """What base b on kernel family `kernels` adds to the name of its base model dir (and
-    base-model evaluation dir): "" for base 0 on native kernels, `-base2`, `-kavx2`, `-base2-kavx2`."""
-    return ("" if base == 0 else f"-base{base}") + ("" if kernels == NATIVE else f"-k{kernels}")
 
 
 # ---------------------------------------------------------------- loading
@@ -493,82 +404,3 @@ def check_benchmark_entry(entry: str, opts: dict | None, where: str) -> None:
         hint = "" if bench is not None else " (an entry named otherwise says which it runs: `benchmark: NAME`)"
         raise StudyError(f"{where}: benchmarks.{entry}: unknown benchmark {name!r}; known: "
                          f"{', '.join(sorted(TASKS))}{hint}")
-
-
-def steps_for_budget(budget_samples: int, prompts_per_step: int, group_size: int) -> int:
-    per_step = prompts_per_step * group_size
-    return max(1, math.floor(budget_samples / per_step))
-
-
-# ---------------------------------------------------------------- training a run of a study
-def budget_overrides(cfg, budget_samples: int, eval_every_samples: int | None = None) -> list[str]:
-    """`train.steps` (and `train.eval_every`) overrides that make the run of the resolved config
-    `cfg` generate `budget_samples` completions (and evaluate every `eval_every_samples`)."""
-    per_step = cfg.rollout.prompts_per_step * cfg.algo.group_size
-    extra = [override("train.steps", steps_for_budget(budget_samples, cfg.rollout.prompts_per_step,
-                                                      cfg.algo.group_size))]
-    if eval_every_samples:
-        extra.append(override("train.eval_every", max(1, eval_every_samples // per_step)))
-    return extra
-
-
-def set_aside_stale_run(run_dir: str | Path, config_text: str) -> Path | None:
-    """A run dir whose config.yaml is not `config_text` (e.g. a longer search found another best
-    config) is renamed to `<dir>.stale-N`, so the run trains afresh; returns the new name, or
-    None when there was nothing to set aside."""
-    run_dir = Path(run_dir)
-    saved = run_dir / "config.yaml"
-    if not saved.exists() or saved.read_text() == config_text:
-        return None
-    n = 1
-    while run_dir.with_name(f"{run_dir.name}.stale-{n}").exists():
-        n += 1
-    stale = run_dir.with_name(f"{run_dir.name}.stale-{n}")
-    run_dir.rename(stale)
-    return stale
-
-
-def train_seconds(run_dir: str | Path) -> list[float]:
-    """`step_s` of every training step of a run (its metrics.jsonl), in order."""
-    from grpo_research.tracking import read_metrics
-
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        raise StudyError(f"{path}: missing (the run has not trained)")
-    out = [float(row["step_s"]) for row in read_metrics(path) if row.get("step_s") is not None]
-    if not out:
-        raise StudyError(f"{path}: no training step with step_s")
-    return out
-
-
-def wall_budget(match: list[str | Path], probe: str | Path, evals: int) -> dict[str, Any]:
-    """Steps and evaluation interval of an equal-wall-time control (see `train-wall`)."""
-    import statistics
-
-    if not match:
-        raise StudyError("train-wall: no --match run: the control needs the RL runs whose time it matches")
-    times = {Path(m).name: sum(train_seconds(m)) for m in match}
-    longest = max(times, key=times.get)
-    s_per_step = statistics.median(train_seconds(probe))
-    steps = max(1, math.ceil(times[longest] / s_per_step))
-    return {"target_s": times[longest], "matched_run": longest, "train_s_of_matched_runs": times,
-            "probe_run": Path(probe).name, "probe_median_step_s": s_per_step, "steps": steps,
-            "eval_every": max(1, steps // max(1, evals))}
-
-
-def prepare_wall_run(run_dir: str | Path, match: list[str | Path], probe: str | Path, evals: int) -> dict[str, Any]:
-    """The budget of an equal-wall-time control (`wall_budget`), written into a new run dir as
-    wall_budget.json first: it marks the run as the equal-wall-time control. An existing file is
-    kept: a changed budget changes train.steps, so `train` refuses the run dir (exit 2) and the
-    old wall_budget.json stays beside the old config."""
-    import json
-
-    from grpo_research.files import write_text_atomic
-
-    budget = wall_budget(match, probe, evals)
-    run_dir = Path(run_dir)
-    saved = run_dir / WALL_BUDGET_FILE
-    if not saved.exists():
-        run_dir.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(saved, json.dumps(budget, indent=2) + "\n")
-    return budget

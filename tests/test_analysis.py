@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from grpo_research.analysis.aggregate import (TRAINER_HELDOUT, curve_table, final_table, gains_sentences,
-                                              gains_table, natural_key, comparisons, verdict, wall_curve_table)
+from grpo_research.analysis.aggregate import TRAINER_HELDOUT, curve_table, final_table, natural_key
+from grpo_research.analysis.comparisons import comparisons
+from grpo_research.analysis.gains import gains_sentences, gains_table, verdict, wall_curve_table
 from grpo_research.analysis.load import load_study_runs
 from grpo_research.analysis.stats import bootstrap_columns, bootstrap_mean_ci, intervals_overlap
 from grpo_research.cli.report import main as analysis_main
@@ -115,7 +116,7 @@ def test_final_table_and_overlaps(study_dir):
 
 
 def test_comparisons_pair_common_seeds_and_say_when_they_cannot():
-    from grpo_research.analysis.aggregate import comparison_sentence
+    from grpo_research.analysis.comparisons import comparison_sentence
 
     final = pd.DataFrame([
         # a: seeds 1 2 3 4; b: seeds 2 3 4 5 -> common 2 3 4, differences 0.02, -0.01, 0.05

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from grpo_research.provenance import KERNEL_FAMILIES, kernel_env_prefix
-from grpo_research.studies import StudyError, base_of, expand_study, kernels_of, run_id_of, seed_of, variant_of
+from grpo_research.run_ids import base_of, kernels_of, run_id_of, seed_of, variant_of
+from grpo_research.studies import StudyError, expand_study
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = {"description": "x", "budget_samples": 64, "seeds": [1], "control": False, "methods": ["grpo"]}
@@ -133,7 +134,8 @@ def test_the_analysis_pairs_by_family_tests_per_base_and_reports_each_family(tmp
     avx2 alone: 0.08 +- 0.099366 (one run per base: no within-base SD)."""
     import pandas as pd
 
-    from grpo_research.analysis.aggregate import final_table, variance_table
+    from grpo_research.analysis.aggregate import final_table
+    from grpo_research.analysis.comparisons import variance_table
     from grpo_research.analysis.load import load_study_runs
 
     diffs = {("native", 0): 0.10, ("native", 1): 0.02, ("native", 2): 0.06,

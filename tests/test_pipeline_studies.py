@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from grpo_research.config import load_config
-from grpo_research.studies import (StudyError, expand_study, find_studies, load_study_file, run_id_of,
-                                   validate_schema, variant_of)
+from grpo_research.run_ids import run_id_of, variant_of
+from grpo_research.studies import StudyError, expand_study, find_studies, load_study_file, validate_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "study.schema.yaml"
@@ -209,7 +209,7 @@ def _metrics(d, step_s, steps):
 
 
 def test_wall_budget_matches_the_longest_run_at_the_probe_speed(tmp_path):
-    from grpo_research.studies import wall_budget
+    from grpo_research.study_budget import wall_budget
 
     a = _metrics(tmp_path / "grpo-seed1", 0.5, 20)  # 10 s
     b = _metrics(tmp_path / "ppo-seed1", 1.25, 20)  # 25 s, the longest
@@ -270,7 +270,7 @@ def test_compare_names_the_primary_pairs():
 
 
 def test_run_ids_with_and_without_a_base():
-    from grpo_research.studies import base_of, run_id_of, seed_of
+    from grpo_research.run_ids import base_of, run_id_of, seed_of
 
     for variant, base, seed in [("grpo", 0, 1), ("ppo-lam0.95", 2, 3), ("grpo-G8", 11, -1)]:
         rid = run_id_of(variant, base, seed)

@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from grpo_research.analysis.aggregate import comparisons, final_table, gains_table, variance_table
+from grpo_research.analysis.aggregate import final_table
+from grpo_research.analysis.comparisons import comparisons, variance_table
+from grpo_research.analysis.gains import gains_table
 from grpo_research.analysis.load import load_study_runs
 from grpo_research.analysis.study import aggregate_study, base_model_runs
 from grpo_research.analysis.report import render_study
@@ -130,7 +132,7 @@ def test_base_dependent_when_the_mean_is_shown_but_a_new_base_need_not_be(tmp_pa
     """Per-base means 0.05, 0.06, 0.07, 0.08, 0.20 with seeds +-0.001: the mean 0.092 is shown
     ([0.0186, 0.1654], t(0.975, 4) = 2.776445 x se 0.026458), while tau ~ 0.0592 and a new base's
     interval 0.092 +- t(0.975, 3) 3.182446 x sqrt(tau^2 + se^2) reaches below 0."""
-    from grpo_research.analysis.aggregate import difference_verdict, paired_difference
+    from grpo_research.analysis.comparisons import difference_verdict, paired_difference
 
     means = [0.05, 0.06, 0.07, 0.08, 0.20]
     a, b, groups = [], [], []

@@ -8,7 +8,8 @@ import re
 import pandas as pd
 import pytest
 
-from grpo_research.analysis.aggregate import against_best, curve_table, same_numbers
+from grpo_research.analysis.aggregate import curve_table
+from grpo_research.analysis.comparisons import against_best, same_numbers
 from grpo_research.analysis.load import load_study_runs
 from grpo_research.analysis.study import report_study
 from tests.synthetic_study import write_study

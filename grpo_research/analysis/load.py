@@ -14,7 +14,7 @@ from grpo_research.tracking import read_metrics
 from grpo_research.typed_config import safe_load
 
 from grpo_research.provenance import KERNEL_FAMILIES, NATIVE
-from grpo_research.studies import base_of, kernels_of, seed_of, variant_of  # `<variant>[-base<b>][-k<family>]-seed<N>`
+from grpo_research.run_ids import base_of, kernels_of, seed_of, variant_of  # `<variant>[-base<b>][-k<family>]-seed<N>`
 
 
 @dataclass
@@ -47,7 +47,7 @@ class Run:
 
     @property
     def wall_budget(self) -> dict[str, Any] | None:
-        """An equal-wall-time control's budget (wall_budget.json, grpo_research.studies), else None."""
+        """An equal-wall-time control's budget (wall_budget.json, grpo_research.study_budget), else None."""
         f = self.path / "wall_budget.json"
         return json.loads(f.read_text()) if f.exists() else None
 

@@ -11,16 +11,9 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_research.analysis.aggregate import (
-    COST_KEYS,
-    CURVES,
-    TRAINER_HELDOUT,
-    against_best,
-    best_variant,
-    gains_sentences,
-    pct,
-    same_numbers,
-)
+from grpo_research.analysis.aggregate import COST_KEYS, CURVES, TRAINER_HELDOUT, pct
+from grpo_research.analysis.comparisons import against_best, best_variant, same_numbers
+from grpo_research.analysis.gains import gains_sentences
 from grpo_research.analysis.charts import interactive_curves
 from grpo_research.analysis.plots import smoothing_note
 from grpo_research.files import write_text_atomic

@@ -20,7 +20,8 @@ def base_model_run(runs_dir: Path, base: int = 0, kernels: str = "native"):
     Run of the variant `base model` (None without them)."""
     from grpo_research.analysis.load import load_run
 
-    from grpo_research.studies import BASE_EVAL_DIR, base_suffix
+    from grpo_research.run_ids import base_suffix
+    from grpo_research.studies import BASE_EVAL_DIR
 
     d = Path(runs_dir) / f"{BASE_EVAL_DIR}{base_suffix(base, kernels)}"
     if not (d / "eval").is_dir() or not any((d / "eval").glob("*.json")):
@@ -89,9 +90,9 @@ def aggregate_study(runs_dir: str | Path, out: str | Path, *, study: str | None 
     summary.json of the finished runs under `runs_dir` (only those of `include` when given) into
     `out`; returns the summary. `variants`: display order; `smooth` 0: about 1/25 of a run."""
     from grpo_research.analysis.aggregate import (cost_markdown, cost_table, curve_table, default_smooth,
-                                                  final_markdown, final_table, gains_markdown, gains_table,
-                                                  is_wall_control, order_variants, question_markdown, runs_table,
-                                                  variance_table, wall_curve_table)
+                                                  final_markdown, final_table, order_variants, runs_table)
+    from grpo_research.analysis.comparisons import question_markdown, variance_table
+    from grpo_research.analysis.gains import gains_markdown, gains_table, is_wall_control, wall_curve_table
     from grpo_research.analysis.load import load_study_runs
     from grpo_research.analysis.passk import passk_markdown, passk_settings, passk_summary, passk_table
 

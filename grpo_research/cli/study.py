@@ -1,6 +1,7 @@
 """`grpo-research study train-budget | train-wall | list`: train one run of a study at a budget
 of generated samples, train the equal-wall-time supervised control, print a study's runs (the
-study library: grpo_research/studies.py). The Snakemake rules call the first two."""
+study library: grpo_research/studies.py and study_budget.py). The Snakemake rules call the first
+two."""
 from __future__ import annotations
 
 import argparse
@@ -9,8 +10,9 @@ from pathlib import Path
 
 from grpo_research.cli.common import Parser, run_command
 from grpo_research.config import load_config
-from grpo_research.studies import (base_suffix, budget_overrides, expand_study, load_study_file, override,
-                                   prepare_wall_run, set_aside_stale_run)
+from grpo_research.run_ids import base_suffix
+from grpo_research.studies import expand_study, load_study_file, override
+from grpo_research.study_budget import budget_overrides, prepare_wall_run, set_aside_stale_run
 
 
 def train(argv: list[str]) -> int:

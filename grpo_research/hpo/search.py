@@ -17,7 +17,8 @@ from grpo_research.config import load_config
 from grpo_research.errors import ConfigError, UsageError
 from grpo_research.files import write_text_atomic
 from grpo_research.hpo.storage import make_storage, retry_callback
-from grpo_research.studies import budget_overrides, format_value, override
+from grpo_research.studies import format_value, override
+from grpo_research.study_budget import budget_overrides
 from grpo_research.tracking import read_metrics_since
 from grpo_research.typed_config import safe_dump
 

@@ -9,6 +9,7 @@ from grpo_research.config import load_config
 from grpo_research.pipeline.errors import PipelineError
 from grpo_research.pipeline.ids import CONFIRM_PREFIX, RERUN_KINDS
 from grpo_research.provenance import NATIVE
+from grpo_research.run_ids import base_suffix, seed_of
 
 
 class ReportPlan:
@@ -47,7 +48,7 @@ class ReportPlan:
         study = None if self.search_of(name) is not None else self.study(name)
         for run_id in self.study_runs(name):
             out.append(f"{self.runs}/{name}/{run_id}/summary.json")
-            if study is None or S.seed_of(run_id) in study.benchmark_seeds:  # on every base
+            if study is None or seed_of(run_id) in study.benchmark_seeds:  # on every base
                 out += [f"{self.runs}/{name}/{run_id}/eval/{b}.json" for b in benchmarks]
         if study is not None and study.benchmark_base:
             out += [self.base_eval_path(name, b, base, k) for base in study.base_seeds for k in study.kernels
@@ -56,7 +57,7 @@ class ReportPlan:
 
     def base_eval_path(self, name: str, benchmark: str, base: int = 0, kernels: str = NATIVE) -> str:
         """<runs>/<study>/_base_model[-base<b>][-k<family>]/eval/<benchmark>.json: base model b's evaluation."""
-        return f"{self.runs}/{name}/{S.BASE_EVAL_DIR}{S.base_suffix(base, kernels)}/eval/{benchmark}.json"
+        return f"{self.runs}/{name}/{S.BASE_EVAL_DIR}{base_suffix(base, kernels)}/eval/{benchmark}.json"
 
     def base_eval_args(self, name: str, benchmark: str, base: int = 0, kernels: str = NATIVE) -> list[Any]:
         """`grpo-research eval` of a study's base model on a benchmark, posed as its runs pose

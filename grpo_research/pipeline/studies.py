@@ -11,6 +11,7 @@ from grpo_research.config import load_config
 from grpo_research.pipeline.errors import MissingModelPackage, PipelineError
 from grpo_research.pipeline.ids import CONFIRM_PREFIX, HPO_PREFIX
 from grpo_research.provenance import KERNEL_FAMILIES, NATIVE, kernel_env_prefix
+from grpo_research.run_ids import base_suffix, kernels_of
 
 
 def _marked_default(path: Path) -> bool:
@@ -46,7 +47,7 @@ class StudyPlan:
         into <runs>/_base/<name>, or <runs>/_base/<name>-base<b> for base seed b != 0, with
         `-k<family>` off the native kernels) or a hub name / checkpoint dir given as is."""
         if model in self.config["base_models"]:
-            return f"{self.runs}/_base/{model}{S.base_suffix(base, kernels)}"
+            return f"{self.runs}/_base/{model}{base_suffix(base, kernels)}"
         return model
 
     def base_inputs(self, model: str, base: int = 0, kernels: str = NATIVE) -> list[str]:
@@ -79,7 +80,7 @@ class StudyPlan:
 
     def run_env(self, study_name: str, run_id: str) -> str:
         """The shell prefix of every job of a run (training, evaluation): its kernel family's variables."""
-        return kernel_env_prefix(S.kernels_of(run_id))
+        return kernel_env_prefix(kernels_of(run_id))
 
     def study_base_seeds(self, raw: dict) -> list[int] | None:
         """The base seeds of a study: `--config base_seeds` for a study whose base model the pipeline
