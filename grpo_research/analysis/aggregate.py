@@ -199,8 +199,9 @@ def final_markdown(final: pd.DataFrame, n_boot: int = N_BOOT) -> str:
             cells.append(f"**{cell}**" if r["mean"] == best[b] else cell)
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append(f"Mean over seeds, [95 % percentile-bootstrap interval over seeds, {n_boot} resamples], n = seeds; "
-                 "a cell of one model (one seed, or the base model) gives instead the 95 % interval over the "
+    lines.append(f"Mean over runs, [95 % percentile-bootstrap interval over runs, {n_boot} resamples], "
+                 "n = runs (base models x seeds); "
+                 "a cell of one model (one run, or the base model) gives instead the 95 % interval over the "
                  "benchmark's problems from its evaluation file (`one model, problems`); "
                  "bold: the highest mean. pass@1 of the final model for each benchmark; "
                  f"`{TRAINER_HELDOUT}`: the trainer's last held-out evaluation"

@@ -308,8 +308,8 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
         parts.append(VARIANCE_NOTE)
     parts.append("<h2>Final accuracy</h2>")
     parts.append(final_html(final))
-    parts.append(f"<p class=muted>Mean over seeds with a 95% percentile-bootstrap interval over seeds "
-                 f"({meta['n_boot']:,} resamples, seed {meta['bootstrap_seed']}); n = seeds. pass@1 of each run's "
+    parts.append(f"<p class=muted>Mean over runs with a 95% percentile-bootstrap interval over runs "
+                 f"({meta['n_boot']:,} resamples, seed {meta['bootstrap_seed']}); n = runs (base models x seeds). pass@1 of each run's "
                  f"final model (<code>grpo-research eval</code>: greedy, or for a benchmark entry sampled several "
                  f"times per problem the mean share of correct samples, see the pass@k section); "
                  f"<code>{TRAINER_HELDOUT}</code> is the "
