@@ -252,7 +252,7 @@ class TrainConfig:
             isinstance(v, int) and v >= 0) else "must be auto or an integer >= 0")
     shared_prefix: bool = doc_field(
         True, "Log-prob forwards (GRPO's; PPO's policy, critic and reference) compute each group's shared prompt once "
-        "(benchmarks/RESULTS.md: GRPO about 1.5x TRL vs 1.1-1.2x; PPO 1.5x its step without it)."
+        "(faster; measured in benchmarks/RESULTS.md)."
     )
     lock_wait: float = doc_field(
         0.0, "Seconds to wait for another process holding this run dir (e.g. a requeued SLURM job's predecessor) "
