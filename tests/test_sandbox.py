@@ -686,6 +686,16 @@ def test_sandbox_errors_are_not_the_programs_fault(monkeypatch):
     assert res.outcome == "sandbox_error" and "no report" in res.detail, res
 
 
+def test_every_runner_part_is_shipped_and_fits_one_argument():
+    """The runner is one file per role, executed in order; each travels as its own argv entry,
+    which the kernel caps at MAX_ARG_STRLEN (128 KiB): keep a margin."""
+    parts = sandbox._core.RUNNER_PARTS
+    here = os.path.dirname(sandbox.__file__)
+    assert sorted(parts) == sorted(f for f in os.listdir(here) if f.startswith("_runner") and f.endswith(".py"))
+    assert parts[0] == "_runner_base.py" and parts[-1] == "_runner.py"  # set-up first, entry point last
+    assert max(len(h) for h in sandbox._core._runner_code_hex()) < 96 * 1024
+
+
 @any_mode
 def test_run_programs_parallel_in_order(iso):
     codes = [f"assert {i} % 3 != 0\nprint({i})" for i in range(12)]

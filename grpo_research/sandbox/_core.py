@@ -82,15 +82,24 @@ class TestProgram:
 # --------------------------------------------------------------------------------------
 # static configuration
 # --------------------------------------------------------------------------------------
-_BOOTSTRAP = "import marshal,sys;exec(marshal.loads(bytes.fromhex(sys.argv[1])))"
+# The in-sandbox runner, one file per role, executed in this order in one namespace (at module
+# level, where globals are locals, so the parts see each other's names as in one module).  Each
+# part is its own argument: one argument may not exceed MAX_ARG_STRLEN (128 KiB), and the whole
+# runner as one hex string came within 4 KiB of it.
+RUNNER_PARTS = ("_runner_base.py", "_runner_init.py", "_runner_child.py", "_runner_completion.py",
+                "_runner_tester.py", "_runner.py")
+_BOOTSTRAP = "import marshal,sys\nfor c in sys.argv[2:-1]:exec(marshal.loads(bytes.fromhex(c)))"
 
 
 @functools.lru_cache(maxsize=1)
-def _runner_code_hex() -> str:
-    """The in-sandbox runner, compiled once (same interpreter on both sides)."""
-    with open(os.path.join(os.path.dirname(__file__), "_runner.py"), encoding="utf-8") as f:
-        code = compile(f.read(), "<grpo-sandbox-runner>", "exec", dont_inherit=True)
-    return marshal.dumps(code).hex()
+def _runner_code_hex() -> tuple[str, ...]:
+    """The in-sandbox runner's parts, each compiled once (same interpreter on both sides)."""
+    out = []
+    for part in RUNNER_PARTS:
+        with open(os.path.join(os.path.dirname(__file__), part), encoding="utf-8") as f:
+            code = compile(f.read(), f"<grpo-sandbox-runner/{part}>", "exec", dont_inherit=True)
+        out.append(marshal.dumps(code).hex())
+    return tuple(out)
 
 
 def _python() -> str:
@@ -514,8 +523,8 @@ def _execute(code: "str | TestProgram", limits: SandboxLimits, iso: str, workdir
         else:
             raise ValueError(f"unknown isolation {iso!r}")
         # the trailing work dir is unused by the runner: it makes the processes recognisable
-        argv = prefix + [_python(), "-I", "-S", "-B", "-c", _BOOTSTRAP, _runner_code_hex(),
-                         marshal.dumps(cfg).hex(), workdir]
+        argv = prefix + [_python(), "-I", "-S", "-B", "-c", _BOOTSTRAP, marshal.dumps(cfg).hex(),
+                         *_runner_code_hex(), workdir]
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=child_fds, env=_env(workdir), cwd=workdir, start_new_session=True,
