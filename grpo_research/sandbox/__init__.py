@@ -139,16 +139,8 @@ Limits of the design
   with a fresh environment can escape the cleanup.
 """
 
-from ._core import (
-    OUTCOMES,
-    SandboxLimits,
-    SandboxResult,
-    TestProgram,
-    available_isolation,
-    run_program,
-    run_programs,
-    run_tests,
-)
+from ._core import available_isolation, run_program, run_programs, run_tests
+from ._types import OUTCOMES, SandboxLimits, SandboxResult, TestProgram
 
 __all__ = [
     "OUTCOMES",

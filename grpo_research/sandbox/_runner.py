@@ -2,7 +2,7 @@
 
 The runner is NOT imported by the host.  It is six files, one per role, executed in one
 namespace as if they were one module: the host compiles each part once, in the order of
-``_core.RUNNER_PARTS`` (each under its own file name, so a traceback names the part and its
+``_layout.RUNNER_PARTS`` (each under its own file name, so a traceback names the part and its
 line), and passes the marshalled config and then each marshalled code object (hex) as
 arguments to ``python -I -S -B -c "<exec each in turn>"`` inside the sandbox.  The parts must
 therefore only use the standard library and must not rely on anything of the package.  Module

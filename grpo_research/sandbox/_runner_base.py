@@ -1,6 +1,6 @@
 """In-sandbox runner, part 1 of 6: what every role shares (see ``_runner.py``).
 
-The host executes the parts in the order of ``_core.RUNNER_PARTS`` in one namespace, so this
+The host executes the parts in the order of ``_layout.RUNNER_PARTS`` in one namespace, so this
 part comes first: the only imports of the runner, its config (``sys.argv[1]``), the Linux
 constants, the libc calls and the pipe helpers; then what the verifier's two processes (the
 completion C and the tester T) share: the wire protocol and their common set-up.
