@@ -148,7 +148,7 @@ def test_a_bounded_spawner_is_stopped_by_the_process_cap():
 def test_auto_falls_back_without_bwrap(monkeypatch):
     if "unshare" not in ISOLATED_MODES:
         pytest.skip("unshare does not work here (it needs root)")
-    monkeypatch.setattr(sandbox._core, "_bwrap_path", lambda: None)
+    monkeypatch.setattr(sandbox._layout, "bwrap_path", lambda: None)
     monkeypatch.setattr(sandbox._core, "_probe_cache", {})
     assert available_isolation() == "unshare"
     res = run_program("print('hi')")
@@ -678,12 +678,22 @@ def test_sandbox_errors_are_not_the_programs_fault(monkeypatch):
     assert res.outcome == "sandbox_error" and "work directory" in res.detail
     monkeypatch.undo()
 
-    monkeypatch.setattr(sandbox._core, "_bwrap_path", lambda: "/nonexistent/bwrap")
+    monkeypatch.setattr(sandbox._layout, "bwrap_path", lambda: "/nonexistent/bwrap")
     res = run_program("pass", SandboxLimits(isolation="bwrap"))
     assert res.outcome == "sandbox_error" and res.isolation == "bwrap"
-    monkeypatch.setattr(sandbox._core, "_bwrap_path", lambda: "/bin/false")
+    monkeypatch.setattr(sandbox._layout, "bwrap_path", lambda: "/bin/false")
     res = run_program("pass", SandboxLimits(isolation="bwrap"))
     assert res.outcome == "sandbox_error" and "no report" in res.detail, res
+
+
+def test_every_runner_part_is_shipped_and_fits_one_argument():
+    """The runner is one file per role, executed in order; each travels as its own argv entry,
+    which the kernel caps at MAX_ARG_STRLEN (128 KiB): keep a margin."""
+    parts = sandbox._layout.RUNNER_PARTS
+    here = os.path.dirname(sandbox.__file__)
+    assert sorted(parts) == sorted(f for f in os.listdir(here) if f.startswith("_runner") and f.endswith(".py"))
+    assert parts[0] == "_runner_base.py" and parts[-1] == "_runner.py"  # set-up first, entry point last
+    assert max(len(h) for h in sandbox._layout.runner_code_hex()) < 96 * 1024
 
 
 @any_mode

@@ -74,10 +74,10 @@ Every program gets its own sandbox, driven by one thread of the caller:
   capabilities are dropped, ``no_new_privs`` is set, nested user namespaces are disabled,
   and the network namespace only has a loopback device of its own.
 * **unshare** (fallback, needs root): ``unshare --mount --net --pid --ipc --uts --cgroup
-  --fork --kill-child`` starts ``_runner.py`` as pid 1 of the new namespaces; it builds the
-  same minimal root itself (tmpfs + read-only bind mounts + ``pivot_root``), then drops to
-  a random unprivileged host uid (no capabilities, empty bounding set, ``no_new_privs``),
-  so RLIMIT_NPROC applies too.
+  --fork --kill-child`` starts the runner as pid 1 of the new namespaces, whose "init" role
+  (``_runner_init.py``) builds the same minimal root itself (tmpfs + read-only bind mounts +
+  ``pivot_root``), then drops to a random unprivileged host uid (no capabilities, empty
+  bounding set, ``no_new_privs``), so RLIMIT_NPROC applies too.
 * **none**: only rlimits, a private work directory, a scrubbed environment and process
   group/subreaper based cleanup.  This is *not* a security boundary (the program runs as
   the caller, e.g. root); tests that need isolation are skipped in this mode.
@@ -139,16 +139,8 @@ Limits of the design
   with a fresh environment can escape the cleanup.
 """
 
-from ._core import (
-    OUTCOMES,
-    SandboxLimits,
-    SandboxResult,
-    TestProgram,
-    available_isolation,
-    run_program,
-    run_programs,
-    run_tests,
-)
+from ._core import available_isolation, run_program, run_programs, run_tests
+from ._types import OUTCOMES, SandboxLimits, SandboxResult, TestProgram
 
 __all__ = [
     "OUTCOMES",
