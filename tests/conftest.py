@@ -4,6 +4,14 @@ import pytest
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `pytest -n N`: N workers share the cores. One torch thread per worker (and per process a
+    # test starts) instead of torch's default of every core: oversubscribed threads ran ~8x slower
+    # on this project's 2-core machines.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
