@@ -91,3 +91,10 @@ def test_config_choices_come_from_the_registries():
         assert load_config(None, ["algo.advantage=_test_only_zero"]).algo.advantage == "_test_only_zero"
     finally:
         del ADVANTAGES["_test_only_zero"]
+
+
+def test_upper_clip_defaults_to_the_lower_one():
+    from grpo_research.algorithms import upper_clip
+
+    assert upper_clip(0.2, None) == 0.2  # symmetric (PPO, GRPO)
+    assert upper_clip(0.2, 0.28) == 0.28  # DAPO's clip-higher

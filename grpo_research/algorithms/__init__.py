@@ -15,6 +15,7 @@ from grpo_research.algorithms.core import (
     group_relative_advantages,
     kl_estimate,
     masked_mean,
+    upper_clip,
 )
 from grpo_research.algorithms.dpo import DPO_LOSSES, dpo_implicit_rewards, dpo_loss, preference_pairs
 from grpo_research.algorithms.loss import (
@@ -68,5 +69,6 @@ __all__ = [
     "rloo_advantages",
     "sequence_clip_fraction",
     "sequence_clipped_surrogate",
+    "upper_clip",
     "whiten",
 ]

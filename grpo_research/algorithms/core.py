@@ -81,6 +81,12 @@ def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3
     return KL_ESTIMATORS[estimator](log_ratio)  # (B, T)
 
 
+def upper_clip(clip_eps: float, clip_eps_high: float | None) -> float:
+    """eps_high of the ratio clip [1 - clip_eps, 1 + eps_high]: `clip_eps_high` (DAPO's
+    clip-higher), or `clip_eps` when it is None (symmetric, PPO/GRPO)."""
+    return clip_eps if clip_eps_high is None else clip_eps_high
+
+
 def clipped_surrogate(
     logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, eps_low: float, eps_high: float
 ) -> torch.Tensor:

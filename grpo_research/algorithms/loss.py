@@ -24,7 +24,7 @@ from typing import Callable
 
 import torch
 
-from grpo_research.algorithms.core import clip_fraction, clipped_surrogate, kl_estimate, masked_mean
+from grpo_research.algorithms.core import clip_fraction, clipped_surrogate, kl_estimate, masked_mean, upper_clip
 from grpo_research.registry import Registry
 
 
@@ -144,7 +144,7 @@ def policy_loss(
     `loss_mask`; algo: the `algo` config (importance, clip_eps, clip_eps_high, beta,
     kl_estimator, loss_agg); max_len: the `constant` aggregation's length (rollout.max_new_tokens).
     stats: `policy_loss_stats` of the same tensors."""
-    eps_high = algo.clip_eps_high if algo.clip_eps_high is not None else algo.clip_eps
+    eps_high = upper_clip(algo.clip_eps, algo.clip_eps_high)
     surrogate = SURROGATES.lookup(algo.importance)
     per_token = surrogate.loss(logp, old_logp, advantages, mask, algo.clip_eps, eps_high)  # (N, T)
     kl = None
@@ -161,7 +161,7 @@ def policy_loss_stats(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torc
     """The statistics of `policy_loss` (detached 0-d tensors): `kl` (mean of the KL estimate over
     valid tokens; 0 without a reference) and `clip_frac` (share of clipped tokens, or of
     sequences for the sequence ratio)."""
-    eps_high = algo.clip_eps_high if algo.clip_eps_high is not None else algo.clip_eps
+    eps_high = upper_clip(algo.clip_eps, algo.clip_eps_high)
     logp = logp.detach()  # (N, T)
     kl = masked_mean(kl_estimate(logp, ref_logp, algo.kl_estimator), mask) if ref_logp is not None else torch.zeros(())
     clip = SURROGATES.lookup(algo.importance).clip_fraction(logp, old_logp, advantages, mask, algo.clip_eps, eps_high)

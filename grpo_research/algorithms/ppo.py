@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import torch
 
-from grpo_research.algorithms.core import clipped_surrogate, kl_estimate
+from grpo_research.algorithms.core import clipped_surrogate, kl_estimate, upper_clip
 from grpo_research.algorithms.loss import aggregate_loss
 
 
@@ -178,7 +178,7 @@ def ppo_loss(
     stats = {"value_loss": value}
     if logp is None:
         return loss, stats
-    eps_high = clip_eps if clip_eps_high is None else clip_eps_high
+    eps_high = upper_clip(clip_eps, clip_eps_high)
     pg = agg(clipped_surrogate(logp, old_logp, advantages, clip_eps, eps_high))  # ()
     loss = loss + pg
     if ent_coef > 0:

@@ -78,7 +78,7 @@ from typing import Any
 import torch
 from transformers import AutoModel
 
-from grpo_research.algorithms import clip_fraction, kl_estimate, masked_mean
+from grpo_research.algorithms import clip_fraction, kl_estimate, masked_mean, upper_clip
 from grpo_research.algorithms.ppo import (
     explained_variance,
     gae,
@@ -331,7 +331,7 @@ class PPOTrainer(Trainer):
     def _minibatch_stats(self, acc, up, idx, m, old_logp, adv_used, old_values, returns) -> None:
         """Append one minibatch update's statistics to `acc` (their means are the step's)."""
         a, p = self.cfg.algo, self.cfg.ppo
-        eps_high = a.clip_eps_high if a.clip_eps_high is not None else a.clip_eps
+        eps_high = upper_clip(a.clip_eps, a.clip_eps_high)
         values = torch.cat([x[1] for x in up.aux])  # (n, T)
         with torch.no_grad():
             if "policy" in up.grad_norm:
