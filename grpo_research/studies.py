@@ -404,3 +404,17 @@ def check_benchmark_entry(entry: str, opts: dict | None, where: str) -> None:
         hint = "" if bench is not None else " (an entry named otherwise says which it runs: `benchmark: NAME`)"
         raise StudyError(f"{where}: benchmarks.{entry}: unknown benchmark {name!r}; known: "
                          f"{', '.join(sorted(TASKS))}{hint}")
+
+
+def studies_table(directory: str | Path) -> str:
+    """The Markdown table of the shipped studies (kept in docs/pipeline.md): what each compares
+    (the first sentence of its description), its target, its runs and samples per run."""
+    rows = ["| study | target | what it compares | runs | samples per run |", "|---|---|---|---|---|"]
+    for name, path in find_studies(directory).items():
+        raw = load_study_file(path)
+        bases = {b: f"tiny-base{b}" for b in raw.get("base_seeds") or []}
+        runs = len(expand_study(raw, name, path=path, model_path="tiny", base_paths=bases or None).runs)
+        text = " ".join(str(raw.get("description", "")).split())
+        first = re.split(r"(?<!\bDr)(?<!e\.g)(?<!i\.e)\. ", text)[0].rstrip(".") + "."  # "Dr. GRPO" is one name
+        rows.append(f"| `{name}` | `study_{name}` | {first} | {runs} | {raw.get('budget_samples', '-'):,} |")
+    return "\n".join(rows)

@@ -1,6 +1,7 @@
 """Regenerate the documentation's tables from the registries: the methods table
 (grpo_research.methods) in docs/methods.md, the config key table (grpo_research.config) and
-the advantage estimators' options (grpo_research.algorithms.advantages) in docs/config.md. Each sits between a pair of marker comments, `<!-- generated: NAME -->` and
+the advantage estimators' options (grpo_research.algorithms.advantages) in docs/config.md, and the
+shipped studies (experiments/, grpo_research.studies) in docs/pipeline.md. Each sits between a pair of marker comments, `<!-- generated: NAME -->` and
 `<!-- end generated: NAME -->`; tests/test_readme.py fails when either is stale.
 Usage: python scripts/update_readme_tables.py [--check]"""
 from __future__ import annotations
@@ -15,9 +16,11 @@ sys.path.insert(0, str(ROOT))
 from grpo_research.algorithms.advantages import options_table  # noqa: E402
 from grpo_research.config import key_table  # noqa: E402
 from grpo_research.methods import methods_table  # noqa: E402
+from grpo_research.studies import studies_table  # noqa: E402
 
 TABLES = {"docs/methods.md": {"methods": methods_table},
-          "docs/config.md": {"config keys": key_table, "advantage options": options_table}}
+          "docs/config.md": {"config keys": key_table, "advantage options": options_table},
+          "docs/pipeline.md": {"studies": lambda: studies_table(ROOT / "experiments")}}
 
 
 def render(text: str, tables: dict, where: str) -> str:

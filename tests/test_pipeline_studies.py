@@ -288,3 +288,15 @@ def test_study_list_and_claims_read_a_study_with_base_seeds(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert [line.split("\t")[0] for line in lines] == ["grpo-seed1", "grpo-base2-seed1"]
     assert "model.name_or_path=runs/_base/m-base2 " in lines[1] and "model.name_or_path=runs/_base/m " in lines[0]
+
+
+def test_the_studies_table_gives_each_study_its_first_sentence_target_and_size(tmp_path):
+    from grpo_research.studies import studies_table
+
+    (tmp_path / "cmp.yaml").write_text(yaml.safe_dump({
+        "description": "GRPO against Dr. GRPO at equal samples. The second sentence is left out.",
+        "budget_samples": 1280, "seeds": [1, 2], "methods": ["grpo", "dr_grpo"]}))
+    (tmp_path / "claims.yaml").write_text("claims: []\n")  # not a study
+    rows = studies_table(tmp_path).splitlines()
+    # 2 methods x 2 seeds + the two supervised controls per seed
+    assert rows[2:] == ["| `cmp` | `study_cmp` | GRPO against Dr. GRPO at equal samples. | 8 | 1,280 |"]
