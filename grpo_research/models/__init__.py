@@ -17,7 +17,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from grpo_research.errors import ConfigError
-from grpo_research.model_source import check_model_source
+from grpo_research.model_source import check_model_source, hub_load
 
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 CHARS = [c for c in string.printable if c not in "\x0b\x0c\r"]  # 97 printable ASCII incl. space, \t, \n
@@ -79,9 +79,10 @@ def load_causal_lm(path: str | Path, dtype: str = "float32", attn_implementation
     """
     check_model_source(path)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
-        kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=DTYPES[dtype], **kwargs)
+        with hub_load(path):  # a cached hub name while the hub cannot be reached: the cache alone
+            tokenizer = AutoTokenizer.from_pretrained(str(path))
+            kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
+            model = AutoModelForCausalLM.from_pretrained(str(path), dtype=DTYPES[dtype], **kwargs)
     except (OSError, ValueError, SafetensorError) as e:  # not a checkpoint, damaged weights, or offline
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ConfigError(f"model.name_or_path={path}: cannot load a model from it ({first[:200]})") from None

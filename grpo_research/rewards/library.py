@@ -173,7 +173,10 @@ def overlong_reward(task: Task | None = None, max_len: int | None = None, cache:
     if tokenizer is not None:
         from transformers import AutoTokenizer
 
-        tok = AutoTokenizer.from_pretrained(tokenizer)
+        from grpo_research.model_source import hub_load
+
+        with hub_load(tokenizer):
+            tok = AutoTokenizer.from_pretrained(tokenizer)
 
         def length_fn(text: str) -> int:
             return len(tok(text, add_special_tokens=False)["input_ids"])
@@ -244,8 +247,11 @@ def reward_model_reward(task: Task | None = None, path: str | None = None, batch
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForSequenceClassification.from_pretrained(path, dtype=getattr(torch, dtype)).to(device).eval()
+    from grpo_research.model_source import hub_load
+
+    with hub_load(path):
+        tok = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForSequenceClassification.from_pretrained(path, dtype=getattr(torch, dtype)).to(device).eval()
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
     if tok.pad_token is None:

@@ -143,7 +143,10 @@ def _trunk_hidden(trunk, input_ids: torch.Tensor, attention_mask: torch.Tensor, 
 
 def load_value_model(model_path: str | Path, dtype: str = "float32") -> ValueModel:
     """The policy's base checkpoint as a bare trunk (its LM head dropped) plus a scalar head."""
-    trunk = AutoModel.from_pretrained(str(model_path), dtype=DTYPES[dtype])
+    from grpo_research.model_source import hub_load
+
+    with hub_load(model_path):
+        trunk = AutoModel.from_pretrained(str(model_path), dtype=DTYPES[dtype])
     return ValueModel(trunk, DTYPES[dtype])
 
 
