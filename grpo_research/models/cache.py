@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from grpo_research.locks import DirLock, Locked
-from grpo_research.models.real import convert_gguf, gguf_file
+from grpo_research.models.real import convert_packaged, gguf_parts
 
 BASE_BUILD_WAIT_S = 6 * 3600.0  # how long a run waits for another process's base-model build
 
@@ -27,8 +27,8 @@ def packaged_checkpoint(cfg) -> Path:
     path = cache_root(cfg) / name
     if (path / "config.json").exists():
         return path
-    source = gguf_file(name)  # names what to install when missing
-    return build_once(path, "config.json", lambda: convert_gguf(source, path))
+    gguf_parts(name)  # names what to install when missing
+    return build_once(path, "config.json", lambda: convert_packaged(name, path))
 
 
 def build_once(path: Path, marker: str, build) -> Path:
