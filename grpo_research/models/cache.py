@@ -27,8 +27,8 @@ def packaged_checkpoint(cfg) -> Path:
     path = cache_root(cfg) / name
     if (path / "config.json").exists():
         return path
-    gguf_parts(name)  # names what to install when missing
-    return build_once(path, "config.json", lambda: convert_packaged(name, path))
+    parts = gguf_parts(name)  # names what to install when missing
+    return build_once(path, "config.json", lambda: convert_packaged(name, parts, path))
 
 
 def build_once(path: Path, marker: str, build) -> Path:

@@ -85,11 +85,6 @@ def gguf_parts(name: str) -> list[Path]:
     return found
 
 
-def gguf_file(name: str) -> Path:
-    """The first (for a one-part model: the only) file of packaged model `name` (`gguf_parts`)."""
-    return gguf_parts(name)[0]
-
-
 def join_parts(name: str, parts: list[Path], out: Path) -> Path:
     """Concatenate `parts` into `out`, checking the pinned sha256 on the way (ConfigError and
     no `out` on a mismatch)."""
@@ -110,12 +105,12 @@ def join_parts(name: str, parts: list[Path], out: Path) -> Path:
     return out
 
 
-def convert_packaged(name: str, out_dir: str | Path) -> Path:
-    """The packaged model `name` as a float32 HF checkpoint in `out_dir`: its parts joined (and
-    checked) in a temporary file beside `out_dir`, then converted (`convert_gguf`)."""
+def convert_packaged(name: str, parts: list[Path], out_dir: str | Path) -> Path:
+    """The packaged model `name` as a float32 HF checkpoint in `out_dir`: its `parts`
+    (`gguf_parts`) joined (and checked) in a temporary file beside `out_dir`, then converted
+    (`convert_gguf`)."""
     import shutil
 
-    parts = gguf_parts(name)
     spec = PACKAGED_MODELS[name]
     if len(parts) == 1 and spec.sha256 is None:
         return convert_gguf(parts[0], out_dir)

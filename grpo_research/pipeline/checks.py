@@ -17,11 +17,11 @@ class InputChecks:
         hub name (which, offline, must be in the local cache)."""
         if model in self.config["base_models"]:
             return
-        from grpo_research.models.real import PACKAGED_MODELS, gguf_file
+        from grpo_research.models.real import PACKAGED_MODELS, gguf_parts
 
         if model in PACKAGED_MODELS:  # converted and cached by the first run that needs it
             try:
-                gguf_file(model)  # installed? (names the package otherwise)
+                gguf_parts(model)  # installed? (names the package otherwise)
             except ConfigError as e:
                 raise MissingModelPackage(where, str(e)) from None
             return
