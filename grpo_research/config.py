@@ -236,6 +236,12 @@ class TrainConfig:
     steps: int = doc_field(800, "Training steps (one rollout batch each).", gt(0))
     eval_every: int = doc_field(100, "Held-out evaluation every this many steps (also at step 0 and at the end).", gt(0))
     eval_size: int = doc_field(1000, "Held-out problems per evaluation (greedy decoding).", gt(0))
+    eval_benchmarks: dict = doc_field(
+        {}, "Benchmarks evaluated at every evaluation point beside the held-out accuracy, e.g. "
+        "`{gsm8k: {n: 100, k: 4}}`: the first n problems, k samples each (k = 1: greedy; else at `temperature`, "
+        "default 0.7), graded as `grpo-research eval` grades them; logged as eval/<benchmark>/pass@1, pass@k, "
+        "maj@k (math) with 95 % intervals. Entry keys: n, k, temperature, data (file or folder; default the "
+        "task's), max_new_tokens (default rollout.max_new_tokens), batch_size (default 64).")
     checkpoint_every: int = doc_field(100, "Atomic checkpoint every this many steps (and at the end).", gt(0))
     samples_every: int = doc_field(100, "Write a table of rollout samples to samples/ every this many steps.", gt(0))
     micro_batch_size: int = doc_field(

@@ -25,6 +25,7 @@ def validate(cfg):
     if cfg.rollout.sampler == "counter" and cfg.rollout.backend != "hf":
         raise ConfigError("'rollout.sampler' = 'counter' needs rollout.backend=hf (vLLM samples with its own sampler)")
     _check_advantage_options(cfg.algo)
+    _check_eval_benchmarks(cfg.train)
     if cfg.train.launcher == "torchrun":
         problem = data_parallel_problem(cfg, cfg.train.nproc_per_node)
         if problem:
@@ -57,6 +58,47 @@ def _check_advantage_options(a) -> None:
         if problem:
             raise ConfigError(f"'algo.adv_options.{key}' = {value!r} {problem}")
     a.adv_options = {**{k: o.default for k, o in declared.items()}, **a.adv_options}
+
+
+# train.eval_benchmarks entry keys: (type, default, the check's problem or None)
+_BENCH_KEYS = {
+    "n": (int, None, lambda v: None if v >= 1 else "must be at least 1"),
+    "k": (int, 1, lambda v: None if v >= 1 else "must be at least 1 (1: greedy)"),
+    "temperature": (float, 0.7, lambda v: None if v > 0 else "must be above 0 (k = 1 decodes greedily)"),
+    "data": (str, "", lambda v: None),
+    "max_new_tokens": (int, 0, lambda v: None if v >= 0 else "must be 0 (rollout.max_new_tokens) or more"),
+    "batch_size": (int, 64, lambda v: None if v >= 1 else "must be at least 1"),
+}
+
+
+def _check_eval_benchmarks(t) -> None:
+    """Each `train.eval_benchmarks` entry names a registered task and sets only the keys above,
+    each of its type and range (`n` required); the others are filled in with their defaults."""
+    from grpo_research.tasks import TASKS
+
+    filled = {}
+    for name, entry in t.eval_benchmarks.items():
+        where = f"'train.eval_benchmarks.{name}'"
+        key_of = lambda key: f"'train.eval_benchmarks.{name}.{key}'"  # noqa: E731
+        problem = TASKS.check(name)
+        if problem:
+            raise ConfigError(f"{where}: {problem}")
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where} must be a mapping such as {{n: 100, k: 4}}, got {entry!r}")
+        unknown = sorted(set(entry) - set(_BENCH_KEYS))
+        if unknown:
+            raise ConfigError(f"{key_of(unknown[0])} is not a key of a benchmark entry (keys: {', '.join(_BENCH_KEYS)})")
+        if "n" not in entry:
+            raise ConfigError(f"{where} needs n, the number of problems to evaluate")
+        for key, value in entry.items():
+            tp, _, check = _BENCH_KEYS[key]
+            if not type_ok(value, tp):
+                raise ConfigError(f"{key_of(key)} = {value!r} must be of type {tp.__name__}")
+            problem = check(value)
+            if problem:
+                raise ConfigError(f"{key_of(key)} = {value!r} {problem}")
+        filled[name] = {**{k: d for k, (_, d, _) in _BENCH_KEYS.items() if k != "n"}, **entry}
+    t.eval_benchmarks = filled
 
 
 def _check_sample_source(cfg) -> None:

@@ -27,11 +27,12 @@ ENV = {**os.environ, "WANDB_MODE": "disabled"}
 SMALL = ["rollout.sampler=counter", "rollout.prompts_per_step=4", "algo.group_size=4", "rollout.max_new_tokens=8",
          "train.eval_size=8", "train.threads=1", "tracking.wandb=disabled", "tracking.progress=false",
          "optim.lr=3e-3", "reward.weights={overlong: 1.0, format: 0.2}",
-         "reward.options={overlong: {max_len: 8, cache: 7}}"]
+         "reward.options={overlong: {max_len: 8, cache: 7}}",
+         "train.eval_benchmarks={arith: {n: 6, k: 2, temperature: 1.0}}"]  # each process samples its share
 TORCHRUN = ["train.launcher=torchrun", "train.nproc_per_node=2"]
 COMPARED = ("samples", "tokens", "reward_mean", "reward_std", "reward/overlong", "reward/format", "frac_zero_std", "frac_zero_std_generated",
             "loss", "kl", "entropy", "clip_frac", "grad_norm", "lr", "completion_len", "completion_len_std", "truncated_frac",
-            "masked_frac", "eval/accuracy")
+            "masked_frac", "eval/accuracy", "eval/arith/pass@1", "eval/arith/pass@2", "eval/arith/maj@2")
 
 
 @pytest.fixture(scope="module")
@@ -116,12 +117,15 @@ def test_two_processes_reach_the_one_process_parameters_and_metrics(runs, eos_mo
     assert [(r["prompt"], r["completion"], r["finished"]) for r in s2] == \
         [(r["prompt"], r["completion"], r["finished"]) for r in s1]
     assert [r["reward"] for r in s2] == pytest.approx([r["reward"] for r in s1])
+    # train.eval_benchmarks: the shares sampled by two processes are the one process's completions
+    kept = [run / "bench_eval/arith/step000002.predictions.jsonl" for run in (one, two)]
+    assert len(kept[1].read_text().splitlines()) == 12 and kept[1].read_text() == kept[0].read_text()
 
 
 def test_rank_zero_alone_writes_the_run_dir(runs):
     one, two, stdout = runs
     assert sorted(p.name for p in two.iterdir()) == sorted(p.name for p in one.iterdir()) == \
-        [".lock", "checkpoint", "config.yaml", "final_eval", "metrics.jsonl", "model", "prompt.json", "samples",
+        [".lock", "bench_eval", "checkpoint", "config.yaml", "final_eval", "metrics.jsonl", "model", "prompt.json", "samples",
          "summary.json"]
     # the last evaluation's file: every process's share, in problem order, as one process writes it
     rec_one, rec_two = (json.loads((d / "final_eval" / "heldout.json").read_text()) for d in (one, two))

@@ -75,6 +75,9 @@ def test_mean_ci95_normal_approximation():
     for (c, n), expected in (((81, 263), (0.2553, 0.3662)), ((15, 148), (0.0624, 0.1605)),
                              ((0, 20), (0.0, 0.1611)), ((1, 29), (0.0061, 0.1718))):
         assert wilson_ci95(c, n) == pytest.approx(expected, abs=6e-5)
+    # at 0 or n successes the bound is the estimate exactly, never a rounding error beyond it
+    for n in (1, 3, 6, 7, 24, 100, 263):
+        assert wilson_ci95(0, n)[0] == 0.0 and wilson_ci95(n, n)[1] == 1.0
     assert aggregate_pass_at_k([(1, 1), (1, 0)], [1])["1"]["ci95"] == pytest.approx(list(wilson_ci95(1, 2)))
     agg = aggregate_pass_at_k([(2, 1), (2, 2), (2, 0)], [1, 2])
     assert agg["1"]["value"] == pytest.approx(0.5) and agg["2"]["value"] == pytest.approx(2 / 3)

@@ -121,6 +121,59 @@ def _prompt_config(args: argparse.Namespace, run_cfg):
     return dataclasses.replace(t, **changes)
 
 
+def predict(model, tokenizer, problems: list, *, samples: int, max_new_tokens: int, temperature: float | None = None,
+            seed: int = 0, batch_size: int = 256, sampler: str = "torch", row_offset: int = 0) -> list[dict]:
+    """`samples` completions of each problem ({task_id, completion, finished} rows, in problem
+    order): greedy when `samples` is 1, else at `temperature`, `batch_size` prompts per
+    generate() call. The "torch" sampler is seeded per call from (seed, the call's first
+    problem); the "counter" sampler from `seed` and each row's global index (`row_offset` + its
+    index here), so a share of the problems sampled with its offset draws what the whole set
+    draws, and the global generator is left untouched (the trainer's evaluation)."""
+    from grpo_research.rollout import generate
+    from grpo_research.rollout.sampling import step_seed
+
+    greedy = samples == 1
+    predictions: list[dict] = []
+    for i in range(0, len(problems), batch_size):
+        chunk = problems[i : i + batch_size]
+        batch_seed = None if greedy else (seed if sampler == "counter" else step_seed(seed, i))
+        batch = generate(model, tokenizer, chunk, samples, max_new_tokens=max_new_tokens, temperature=temperature,
+                         greedy=greedy, seed=batch_seed, sampler=sampler, row_offset=row_offset + i * samples)
+        predictions += [{"task_id": p.id, "completion": c, "finished": f}
+                        for p, c, f in zip(batch.problems, batch.completions, batch.finished)]
+    return predictions
+
+
+def evaluate_model(model, tokenizer, task, problems: list, *, samples: int, max_new_tokens: int,
+                   temperature: float | None = None, seed: int = 0, batch_size: int = 256,
+                   predictions: list[dict] | None = None, checkpoint: str = "",
+                   prefix: bool = True) -> tuple[dict, list[dict], list[dict]]:
+    """Generate (`predict`) on `problems`, a prefix of `task`'s held-out split posed for
+    `tokenizer`, and grade like `grpo-research score`: (summary, graded rows, predictions).
+    `predictions` already generated (the trainer's shares, gathered) are graded as they are.
+    `prefix`: only the first problems of the split were asked for, so the rest are not listed
+    as missing. Both `grpo-research eval` and the trainer's `train.eval_benchmarks` come
+    through here."""
+    from grpo_research.evaluation.score import score_predictions
+
+    greedy = samples == 1
+    t0 = time.perf_counter()
+    if predictions is None:
+        predictions = predict(model, tokenizer, problems, samples=samples, max_new_tokens=max_new_tokens,
+                              temperature=temperature, seed=seed, batch_size=batch_size)
+    gen_s = time.perf_counter() - t0
+    summary, rows = score_predictions(task, predictions)
+    if prefix:
+        summary["missing_tasks"] = 0
+        summary["missing_task_ids"] = []
+    summary.update(
+        checkpoint=checkpoint, n_problems=len(problems), generate_s=round(gen_s, 3), prompt=describe(task, tokenizer),
+        decoding={"greedy": greedy, "samples": samples, "temperature": None if greedy else temperature,
+                  "seed": None if greedy else seed, "max_new_tokens": max_new_tokens},
+    )
+    return summary, rows, predictions
+
+
 def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
     """Generate on `args.benchmark` from `args.checkpoint` and grade (the options of
     `grpo-research eval`, grpo_research/cli/eval.py); returns {summary, rows, predictions}."""
@@ -134,10 +187,7 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
     transformers.utils.logging.disable_progress_bar()
     from grpo_research.config import config_from_dict, load_yaml
     from grpo_research.errors import ConfigError
-    from grpo_research.evaluation.score import score_predictions
     from grpo_research.models import load_causal_lm
-    from grpo_research.rollout import generate
-    from grpo_research.rollout.sampling import step_seed
 
     check_args(args)
     model_dir, cfg_path = _resolve(args.checkpoint, args.config)
@@ -162,24 +212,7 @@ def evaluate_checkpoint(args: argparse.Namespace) -> dict[str, Any]:
     if args.n and len(problems) < args.n:
         raise UsageError(f"benchmark {args.benchmark!r} has only {len(problems)} problems, asked for {args.n}")
     _check_context(model, tokenizer, problems, max_new)
-    greedy = args.samples == 1
-    t0 = time.perf_counter()
-    predictions: list[dict] = []
-    for i in range(0, len(problems), args.batch_size):
-        chunk = problems[i : i + args.batch_size]
-        batch = generate(model, tokenizer, chunk, args.samples, max_new_tokens=max_new, temperature=args.temperature,
-                         greedy=greedy, seed=None if greedy else step_seed(args.seed, i))
-        predictions += [{"task_id": p.id, "completion": c, "finished": f}
-                        for p, c, f in zip(batch.problems, batch.completions, batch.finished)]
-    gen_s = time.perf_counter() - t0
-    summary, rows = score_predictions(task, predictions)
-    if args.n:  # the rest of the split was not asked for: do not list it as missing
-        summary["missing_tasks"] = 0
-        summary["missing_task_ids"] = []
-    summary.update(
-        checkpoint=str(model_dir), n_problems=len(problems), generate_s=round(gen_s, 3),
-        prompt=describe(task, tokenizer),
-        decoding={"greedy": greedy, "samples": args.samples, "temperature": None if greedy else args.temperature,
-                  "seed": None if greedy else args.seed, "max_new_tokens": max_new},
-    )
+    summary, rows, predictions = evaluate_model(
+        model, tokenizer, task, problems, samples=args.samples, max_new_tokens=max_new, temperature=args.temperature,
+        seed=args.seed, batch_size=args.batch_size, checkpoint=str(model_dir), prefix=bool(args.n))
     return {"summary": summary, "rows": rows, "predictions": predictions}

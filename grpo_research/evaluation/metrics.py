@@ -88,7 +88,8 @@ def wilson_ci95(successes: int, n: int) -> tuple[float, float]:
     p, z2 = successes / n, Z95 * Z95
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # min/max with p: at 0 or n successes the bound is exactly p (rounding left it 1e-17 off)
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
 def aggregate_pass_at_k(counts: Iterable[tuple[int, int]], ks: Iterable[int]) -> dict[str, dict]:

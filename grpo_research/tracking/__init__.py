@@ -15,7 +15,8 @@ increase. W&B's own logging is silenced (`quiet_wandb`): a failure it causes (e.
 disk) is reported once, by the trainer, as one line. Rollout sample tables are logged to W&B
 as `rollout_samples` (not `samples`, the x-axis metric of the same step).
 
-Metric keys (training rows; evaluation rows carry `step`, `samples`, `eval/accuracy`):
+Metric keys (training rows; evaluation rows carry `step`, `samples`, `eval/accuracy` and, with
+train.eval_benchmarks, `eval/<benchmark>/pass@1`, ... : grpo_research/trainers/bench_eval.py):
 
 | key | meaning |
 |---|---|

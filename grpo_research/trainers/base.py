@@ -43,7 +43,7 @@ from grpo_research.tasks.base import heldout_or_refuse, ood_or_refuse
 from grpo_research.tasks.prompting import pose
 from grpo_research.tracking import NullTracker, Tracker, read_metrics
 from grpo_research.tracking.rows import global_step, rl_metrics
-from grpo_research.trainers import common, distributed
+from grpo_research.trainers import bench_eval, common, distributed
 from grpo_research.algorithms import loss_mask
 from grpo_research.trainers.cost import CostMeter, check_step_memory, forward_flops
 from grpo_research.trainers.update import OptimGroup, Update, micro_batches, update
@@ -78,6 +78,7 @@ class Trainer:
         # an evaluation set larger than the task's held-out split: one line now, before any model loads
         heldout_or_refuse(self.task, cfg.train.eval_size, f"train.eval_size={cfg.train.eval_size}")
         ood_or_refuse(self.task, cfg.train.eval_size, f"train.eval_size={cfg.train.eval_size}")
+        self.benchmarks = bench_eval.build_benchmarks(cfg)  # train.eval_benchmarks, their sizes checked here too
         # world 1 unless started by torchrun with WORLD_SIZE > 1 (then: process group joined, cuda:LOCAL_RANK)
         self.dp, self.device = distributed.setup(common.resolve_device(cfg.model.device))
         problem = data_parallel_problem(cfg, self.dp.world, "WORLD_SIZE")
@@ -85,6 +86,7 @@ class Trainer:
             raise ConfigError(problem)
         self.policy, self.tokenizer = load_causal_lm(model_path, cfg.model.dtype)
         self.task = pose(self.task, cfg.task, self.tokenizer)  # raw or chat, k-shot (tasks/prompting.py)
+        bench_eval.pose_all(self.benchmarks, cfg, self.tokenizer, self.policy)
         self.policy.to(self.device)
         if self.samples_policy:
             # rollout.backend: hf -> rollout.generate; vllm -> a colocated engine's generate (same signature),
@@ -111,8 +113,7 @@ class Trainer:
         self.groups = {"policy": OptimGroup(list(self.policy.parameters()), self.opt, self.sched)}
         self.data_rng = random.Random(cfg.seed)
         self.heldout = self.task.heldout_problems(cfg.train.eval_size)
-        # an out-of-distribution split evaluated beside it, where the task has one (arith ood_level)
-        ood = getattr(self.task, "ood_problems", None)
+        ood = getattr(self.task, "ood_problems", None)  # an out-of-distribution split, where the task has one
         self.ood = ood(cfg.train.eval_size) if ood is not None else []
         self._check_context()
         self.step = 0
@@ -268,14 +269,15 @@ class Trainer:
 
     # ------------------------------------------------------------ evaluation, checkpoints
     def evaluate(self) -> dict[str, Any]:
-        """Greedy held-out accuracy; each data-parallel process grades its share."""
+        """Greedy held-out accuracy (each data-parallel process grades its share), train.eval_benchmarks."""
         t0 = time.perf_counter()
-        # the last step's predictions are kept as an evaluation file (grpo_research/evaluation/final.py)
-        # that the study's equal evaluation of the final model reuses instead of generating again
+        # the last step's predictions are kept as an evaluation file that the study's equal evaluation of
+        # the final model reuses instead of generating again (grpo_research/evaluation/final.py)
         accuracy = self._accuracy(self.heldout, record=self.step == self.cfg.train.steps)
         row = {"step": self.step, "samples": self.samples, "tokens": self.tokens, "eval/accuracy": accuracy}
         if self.ood:
             row["eval/accuracy_ood"] = self._accuracy(self.ood)
+        row.update(bench_eval.evaluate_benchmarks(self, self.step))
         return {**row, "eval_s": time.perf_counter() - t0}
 
     def _accuracy(self, problems: list, record: bool = False) -> float:
@@ -421,8 +423,7 @@ class Trainer:
         timed("save_model_s", lambda: common.save_model_atomic(self.policy, self.tokenizer, self.run_dir / "model"))
         acc = [r for r in read_metrics(metrics_path) if "eval/accuracy" in r]
         summary = {
-            "method": cfg.method, "seed": cfg.seed, "steps": self.step, "samples": self.samples,
-            "tokens": self.tokens,
+            "method": cfg.method, "seed": cfg.seed, "steps": self.step, "samples": self.samples, "tokens": self.tokens,
             "initial_accuracy": acc[0]["eval/accuracy"] if acc else None,
             "final_accuracy": acc[-1]["eval/accuracy"] if acc else None,
             "train_s_this_invocation": time.perf_counter() - t_start,
@@ -430,8 +431,7 @@ class Trainer:
             "environment": environment(self.device),  # machine, versions, commit: results differ across CPUs
         }
         if acc and "eval/accuracy_ood" in acc[-1]:
-            summary["initial_accuracy_ood"] = acc[0].get("eval/accuracy_ood")
-            summary["final_accuracy_ood"] = acc[-1]["eval/accuracy_ood"]
+            summary.update(initial_accuracy_ood=acc[0].get("eval/accuracy_ood"), final_accuracy_ood=acc[-1]["eval/accuracy_ood"])
         if getattr(self, "random_reward_p", None) is not None:  # `random` p: base, as measured
             summary["random_reward_p"] = self.random_reward_p
         if getattr(self, "step_memory_estimate", None):  # the up-front estimate (cost.estimate_step_bytes)
