@@ -82,3 +82,28 @@ def test_the_report_is_one_file_with_its_chart_library_inlined(study):
     assert "uPlot 1.6.32, MIT licence" in html and 'name=viewport' in html
     assert not re.search(r"(src|href)=\"(?!data:)[^\"#]", html), "the report must not load any external file"
     assert not re.search(r"https?://(?!www\.w3\.org)", html.split("<script>")[0])
+
+
+def test_benchmarks_evaluated_in_training_get_curves(tmp_path):
+    """train.eval_benchmarks rows (eval/<benchmark>/pass@k, maj@k, with _lo/_hi) become curves
+    in curves.csv, a static figure and an interactive chart; their intervals do not."""
+    runs = write_study(tmp_path / "runs" / "s", seeds=(1, 2), steps=20)
+    for d in runs.iterdir():
+        rows = [json.loads(l) for l in (d / "metrics.jsonl").read_text().splitlines()]
+        for r in rows:
+            if "eval/accuracy" in r:
+                r.update({"eval/gsm8k/pass@1": r["eval/accuracy"] / 2, "eval/gsm8k/pass@1_lo": 0.0,
+                          "eval/gsm8k/pass@1_hi": 1.0, "eval/gsm8k/pass@4": r["eval/accuracy"],
+                          "eval/gsm8k/maj@4": r["eval/accuracy"] / 3, "eval/gsm8k/finished": 1.0})
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = report_study(runs, tmp_path / "results" / "s", n_boot=50, smooth=2)
+    curves = pd.read_csv(report.parent / "curves.csv")
+    bench = sorted(m for m in set(curves.metric) if m.startswith("eval/gsm8k"))
+    assert bench == ["eval/gsm8k/maj@4", "eval/gsm8k/pass@1", "eval/gsm8k/pass@4"]
+    grpo = curves[(curves.metric == "eval/gsm8k/pass@1") & (curves.variant == "grpo")]
+    acc = curves[(curves.metric == "eval/accuracy") & (curves.variant == "grpo")]
+    assert list(grpo["samples"]) == list(acc["samples"]) and (grpo["mean"].to_numpy() == acc["mean"].to_numpy() / 2).all()
+    assert (report.parent / "figures" / "curve_eval_gsm8k_pass@4.png").exists()
+    charts = {c["title"]: c for c in _charts(report.read_text())}
+    assert charts["gsm8k pass@4 during training"]["ylabel"] == "pass@4 (%)"
+    assert "gsm8k maj@4 during training" in charts and not [t for t in charts if "_lo" in t or "finished" in t]

@@ -1,8 +1,8 @@
 """Aggregate a study's runs over seeds: grouping runs by variant, the curves, the final table,
 the cost table and the per-run table.
 
-Curves: every training metric of `CURVES` against generated samples, per run smoothed with a
-trailing rolling mean over `smooth` steps (full windows only: the first `smooth` - 1 steps have no point), put on the samples grid the seeds share, then the
+Curves: every training metric of `CURVES` (and each benchmark of train.eval_benchmarks:
+`curve_specs`) against generated samples, per run smoothed with a trailing rolling mean over `smooth` steps (full windows only: the first `smooth` - 1 steps have no point), put on the samples grid the seeds share, then the
 mean over seeds with its 95 % bootstrap band (analysis.stats). Held-out accuracy is plotted at
 its evaluation points, unsmoothed.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
@@ -39,6 +39,22 @@ CURVES: dict[str, tuple[str, str, bool]] = {
     "entropy": ("Policy entropy", "entropy per completion token (nats)", True),
     "completion_len": ("Completion length", "completion length (tokens, EOS included)", True),
 }
+# train.eval_benchmarks (grpo_research/trainers/bench_eval.py): eval/<benchmark>/pass@k and maj@k
+BENCH_CURVE = re.compile(r"^eval/(?P<bench>[^/]+)/(?P<kind>pass|maj)@(?P<k>\d+)$")
+
+
+def curve_specs(metrics: Iterable[str] = ()) -> dict[str, tuple[str, str, bool]]:
+    """CURVES, then a curve for each benchmark metric of train.eval_benchmarks among `metrics`
+    (the keys of the runs' evaluation rows, or the metric column of curves.csv)."""
+    out = dict(CURVES)
+    for key in sorted(set(metrics), key=natural_key):
+        m = BENCH_CURVE.match(key)
+        if m:
+            name = f"{m['bench']} {m['kind']}@{m['k']}"
+            out[key] = (f"{name} during training", f"{name}, train.eval_benchmarks (%)", False)
+    return out
+
+
 TRAINER_HELDOUT = "heldout (trainer)"
 TRAINER_OOD = "heldout OOD (trainer)"  # the task's out-of-distribution split (arith ood_level)
 COST_KEYS = [  # column, source key, reduction over steps, scale
@@ -110,7 +126,7 @@ def curve_table(runs: list[Run], order: list[str] | None = None, smooth: int = 0
     smooth = smooth or default_smooth(runs)
     out = []
     for variant, vruns in by_variant(runs, order).items():
-        for key, (_, _, smoothed) in CURVES.items():
+        for key, (_, _, smoothed) in curve_specs(k for r in vruns for row in r.evals for k in row).items():
             series = [s for s in (_series(r, key, smooth if smoothed else 1) for r in vruns) if len(s[0])]
             if not series:
                 continue

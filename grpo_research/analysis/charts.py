@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_research.analysis.aggregate import CURVES
+from grpo_research.analysis.aggregate import BENCH_CURVE, curve_specs
 
 VENDOR = Path(__file__).with_name("vendor")  # uPlot 1.6.32 (MIT, npm `uplot`), inlined into each report
 
@@ -28,7 +28,7 @@ def interactive_curves(out: Path, meta: dict[str, Any], variants: list[str]) -> 
     fetched when the report is viewed."""
     curves = pd.read_csv(out / "curves.csv")
     charts = []
-    for key, (ttl, ylabel, _) in CURVES.items():
+    for key, (ttl, ylabel, _) in curve_specs(curves["metric"]).items():
         sub = curves[(curves.metric == key) & curves.variant.isin(variants)]
         if sub.empty:
             continue
@@ -43,7 +43,7 @@ def interactive_curves(out: Path, meta: dict[str, Any], variants: list[str]) -> 
             for x, y in zip(g["samples"], g["mean"]):
                 ys[index[float(x)]] = round(float(y), 6)
             series.append({"label": f"{v} (n={int(g['n_seeds'].iloc[0])})", "y": ys})
-        charts.append({"id": f"chart-{len(charts)}", "title": ttl, "ylabel": SHORT_Y.get(key, key), "caption": ylabel,
+        charts.append({"id": f"chart-{len(charts)}", "title": ttl, "ylabel": short_y(key), "caption": ylabel,
                        "x": xs, "series": series, "points": key.startswith("eval/")})
     if not charts:
         return ""
@@ -60,6 +60,14 @@ def interactive_curves(out: Path, meta: dict[str, Any], variants: list[str]) -> 
 SHORT_Y = {"reward_mean": "reward / completion", "eval/accuracy": "accuracy (%)",
            "eval/accuracy_ood": "OOD accuracy (%)", "kl": "KL / token (nats)", "entropy": "entropy / token (nats)",
            "completion_len": "tokens / completion"}  # y-axis labels short enough for a phone
+
+
+def short_y(key: str) -> str:
+    """A curve's y-axis label, short enough for a phone."""
+    m = BENCH_CURVE.match(key)
+    return SHORT_Y.get(key) or (f"{m['kind']}@{m['k']} (%)" if m else key)
+
+
 CHARTS_JS = """
 (function () {
   var charts = __DATA__;

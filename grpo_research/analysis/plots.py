@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from grpo_research.analysis.aggregate import CURVES
+from grpo_research.analysis.aggregate import curve_specs
 
 FIG_SIZE = (7.5, 4.6)
 
@@ -44,7 +44,7 @@ def smoothing_note(smooth: int, samples_per_step: int | None = None) -> str:
 
 def plot_curves(curves: pd.DataFrame, out_dir: str | Path, study: str, smooth: int,
                 variants: list[str] | None = None, left_out: list[str] | None = None) -> list[Path]:
-    """One PNG per metric of CURVES: a line per variant of `variants` (mean over seeds, 95 %
+    """One PNG per metric of `curve_specs` present in `curves`: a line per variant of `variants` (mean over seeds, 95 %
     bootstrap band) against generated samples. `left_out`: variants not drawn (the
     equal-wall-time control, which trains on more samples), named in the title."""
     plt = _plt()
@@ -55,7 +55,7 @@ def plot_curves(curves: pd.DataFrame, out_dir: str | Path, study: str, smooth: i
     everything = curves
     curves = curves[curves.variant.isin(variants)]
     paths = []
-    for metric, (title, ylabel, smoothed) in CURVES.items():
+    for metric, (title, ylabel, smoothed) in curve_specs(curves["metric"]).items():
         sub = curves[curves.metric == metric]
         hidden = [v for v in left_out or [] if ((everything.metric == metric) & (everything.variant == v)).any()]
         if sub.empty:
@@ -68,12 +68,12 @@ def plot_curves(curves: pd.DataFrame, out_dir: str | Path, study: str, smooth: i
                 continue
             n = int(g["n_seeds"].iloc[0])
             n_seeds.add(n)
-            marker = "o" if metric == "eval/accuracy" else None
+            marker = "o" if metric.startswith("eval/") else None
             ax.plot(g["samples"], g["mean"], color=colors[v], lw=1.8, marker=marker, ms=4, label=f"{v} (n={n})")
             ax.fill_between(g["samples"], g["low"], g["high"], color=colors[v], alpha=0.18, lw=0)
         ax.set_xlabel("generated samples (completions)")
         ax.set_ylabel(ylabel)
-        if metric == "eval/accuracy":  # a percentage: from 0, with room above the best band
+        if metric.startswith("eval/"):  # a percentage: from 0, with room above the best band
             ax.set_ylim(0, min(100, max(5.0, 1.1 * float(sub["high"].max()))))
         note = f"\n{smoothing_note(smooth)}" if smoothed and smooth > 1 else ""
         if hidden:

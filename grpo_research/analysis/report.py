@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_research.analysis.aggregate import COST_KEYS, CURVES, TRAINER_HELDOUT, pct
+from grpo_research.analysis.aggregate import COST_KEYS, TRAINER_HELDOUT, curve_specs, pct
 from grpo_research.analysis.comparisons import against_best, best_variant, same_numbers
 from grpo_research.analysis.gains import gains_sentences
 from grpo_research.analysis.charts import interactive_curves
@@ -350,7 +350,7 @@ def render_study(out_dir: str | Path, title: str | None = None, extra: list[tupl
                     if wall else "") + "</p>")
     parts.append(interactive_curves(out, meta, [v for v in meta["variants"] if v not in wall]))
     parts.append("<div class=grid>")
-    for key, (ttl, ylabel, smoothed) in CURVES.items():
+    for key, (ttl, ylabel, smoothed) in curve_specs(pd.read_csv(out / "curves.csv")["metric"]).items():
         p = figs / f"curve_{key.replace('/', '_')}.png"
         if p.exists():
             how = f", {smooth}" if smoothed and smooth else ""
