@@ -203,6 +203,8 @@ def test_one_seed_per_base_takes_the_pilots_within_base_sd(replicated, tmp_path)
     assert (row["pred_low"], row["pred_high"]) == pytest.approx((0.06 - 0.529000, 0.06 + 0.529000), abs=1e-5)
     assert "the within-base SD is the pilot's (the pilot of test)" in row["note"]
     assert row["mean_diff"] == pytest.approx(0.06)  # the mean and its interval do not use the pilot
+    final_md = (tmp_path / "with" / "final.md").read_text()
+    assert "(3 base models x 1 seed, compare_nested)" in final_md and " 1 seeds" not in final_md
 
 
 def test_a_pilot_sd_for_a_pair_the_study_does_not_compare_is_refused(tmp_path):

@@ -112,6 +112,11 @@ def comparison_sentence(o: dict[str, Any]) -> str:
             f"(means differ by {100 * o['difference']:.1f} points)")
 
 
+def _count(n, noun: str) -> str:
+    """`1 seed`, `2 seeds` (n a number, or text such as "1" or "1-2")."""
+    return f"{n} {noun}{'' if str(n) == '1' else 's'}"
+
+
 def _pp(v: float) -> str:
     return "nan" if v is None or math.isnan(v) else f"{100 * v:+.1f}"
 
@@ -280,7 +285,7 @@ def question_markdown(variance: pd.DataFrame, pairs: list[list[str]], cost: dict
         if r["verdict"] == "n/a":
             lines.append(f"- **{r['comparison']}** ({r['metric']}{on_block}): {r['note']}")
             continue
-        on = (f"{r['n_bases']} base models x {r['n_seeds']} seeds, compare_nested" if r["n_bases"] >= 2
+        on = (f"{r['n_bases']} base models x {_count(r['n_seeds'], 'seed')}, compare_nested" if r["n_bases"] >= 2
               else f"one base model, {r['n_runs']} paired runs, compare_paired: the interval covers RL seeds only")
         pred = (f"; a new base model: [{_pp(r['pred_low'])}, {_pp(r['pred_high'])}]"
                 if not math.isnan(r["pred_low"]) else "")
@@ -300,7 +305,7 @@ def question_markdown(variance: pd.DataFrame, pairs: list[list[str]], cost: dict
                     hours = ((g * seeds * 2 * cost["run"] + g * cost["base"]) / 3600) if cost else math.nan
                     if best is None or (not math.isnan(hours) and hours < best[2]):
                         best = (g, seeds, hours)
-                plans.append(f"{100 * dist:.0f} points: {best[0]} bases x {best[1]} seeds"
+                plans.append(f"{100 * dist:.0f} points: {best[0]} bases x {_count(best[1], 'seed')}"
                              + (f" ({best[2]:.1f} core-hours)" if not math.isnan(best[2]) else "")
                              if best else f"{100 * dist:.0f} points: beyond 1,000 bases")
             lines.append("  - a decision (80 % power, two-sided 95 %) at " + "; at ".join(plans))
