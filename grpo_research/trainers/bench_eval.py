@@ -102,6 +102,8 @@ def evaluate_benchmarks(trainer, step: int) -> dict[str, float]:
     from grpo_research.evaluation.generate import evaluate_model, predict
     from grpo_research.evaluation.score import write_results
 
+    if not trainer.benchmarks:
+        return {}
     cfg, dp, policy = trainer.cfg, trainer.dp, trainer.policy
     row: dict[str, float] = {}
     was_training = policy.training
