@@ -54,6 +54,11 @@ def test_gsm8k_extraction_and_format_see_the_normalised_text():
     assert extract_gsm8k("#### 18/5 apples") == ("18/5", True)
     assert extract_gsm8k("#### \\tfrac{-18}{5}") == ("-18/5", True)
     assert extract_gsm8k("It costs \u201418 dollars") == ("18", False)  # an em dash is punctuation, not a sign
+    # no ####: the last \boxed{} before the last number (Qwen2.5-Coder-0.5B on GSM8K test 23, 78)
+    assert extract_gsm8k("shorter by \\(\\boxed{88}\\) cm after burning from 1:00 PM to 5:00 PM.") == ("88", False)
+    assert extract_gsm8k("\\boxed{3} first, then \\boxed{\\$27} for 18 flowers") == ("27", False)
+    assert extract_gsm8k("the answer \\boxed{} is 12") == ("12", False)  # an empty box: the last number
+    assert extract_gsm8k("#### 5, not \\boxed{6}") == ("5", True)  # #### first
     assert normalise_math_text("\u2212\uff13\uff0e5 \u0968") == "-3.5 2"  # Devanagari two
 
 

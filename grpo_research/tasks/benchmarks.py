@@ -15,7 +15,7 @@ re-exports the public names of those modules.
 Graders, and where they depart from the official ones:
 
 - gsm8k (openai/grade-school-math `dataset.py`): the first number after `####`, else the
-  last number in the completion; commas, `$` and a trailing period are dropped and the
+  first number inside the last `\\boxed{}`, else the last number in the completion; commas, `$` and a trailing period are dropped and the
   value is compared numerically (Decimal) with the number after `####` in the gold answer.
   Official: exact string after `#### ` only, no fallback.
 - math500 (MATH, Hendrycks et al.): the last `\\boxed{}` (or `\\fbox{}`) of the completion

@@ -57,12 +57,18 @@ def _number(match: re.Match) -> str:
 
 
 def extract_gsm8k(text: str) -> tuple[str | None, bool]:
-    """(answer, formatted): the number after `####` (formatted=True), else the last number,
-    of the normalised text (`normalise_math_text`); a fraction reads as `N/D`."""
+    """(answer, formatted): the number after `####` (formatted=True), else the first number of
+    the last `\\boxed{}` (what instruct models write instead, then often go on: "\\boxed{88}
+    centimeters shorter after burning from 1:00 PM to 5:00 PM."), else the last number, of the
+    normalised text (`normalise_math_text`); a fraction reads as `N/D`."""
     text = normalise_math_text(text)
     m = _HASH_RE.search(text)
     if m:
         return _number(m), True
+    boxed = last_boxed(text)
+    in_box = _NUMBER_RE.search(boxed) if boxed else None
+    if in_box:
+        return _number(in_box), False
     numbers = list(_NUMBER_RE.finditer(text))
     return (_number(numbers[-1]) if numbers else None), False
 
