@@ -206,6 +206,15 @@ class AlgoConfig:
     ref_reset_every: int = doc_field(
         0, "Reset the reference model to the current policy every this many steps (0: never; DeepSeek-R1: 400).", ge(0)
     )
+    is_correction: str = doc_field(
+        "none", "GRPO family, a sampler that is not the trainer (rollout.backend=vllm): weigh each token's surrogate "
+        "term by rho = trainer / sampler probability of the sampled token(s): none, tis (truncated, min(rho, is_cap)) "
+        "or mis (masked, rho where rho <= is_cap, else 0). grpo_research/algorithms/off_policy.py.",
+        registered("IS_CORRECTIONS"))
+    is_level: str = doc_field(
+        "token", "is_correction: rho per token, or per sequence (the product over the completion's tokens: "
+        "unbiased without a cap; the token level is not, tests/test_off_policy.py).", one_of("token", "sequence"))
+    is_cap: float = doc_field(2.0, "is_correction: the cap C of tis and mis.", gt(0))
     sampler_sync_every: int = doc_field(
         1,
         "rft, online_rft, dpo, online_dpo: which model samples the training data. 1: the current policy, every step "

@@ -7,7 +7,7 @@ the config it is given.)"""
 from __future__ import annotations
 
 from grpo_research.errors import ConfigError
-from grpo_research.methods import METHODS
+from grpo_research.methods import GRPO_TRAINER, METHODS
 from grpo_research.typed_config import check_ranges, type_ok
 
 MAX_COMPLETIONS_PER_STEP = 65536  # rows of one rollout batch
@@ -26,6 +26,13 @@ def validate(cfg):
         raise ConfigError("'rollout.sampler' = 'counter' needs rollout.backend=hf (vLLM samples with its own sampler)")
     _check_advantage_options(cfg.algo)
     _check_eval_benchmarks(cfg.train)
+    if cfg.algo.is_correction != "none":
+        if METHODS[cfg.method].trainer != GRPO_TRAINER:
+            raise ConfigError(f"'algo.is_correction' = {cfg.algo.is_correction!r} applies to the GRPO family's loss; "
+                              f"method {cfg.method!r} does not take it")
+        if cfg.rollout.backend != "vllm":
+            raise ConfigError(f"'algo.is_correction' = {cfg.algo.is_correction!r} needs the sampler's log-probs, which "
+                              "only rollout.backend=vllm records (the hf backend samples with the trainer's own model)")
     if cfg.train.launcher == "torchrun":
         problem = data_parallel_problem(cfg, cfg.train.nproc_per_node)
         if problem:

@@ -1,7 +1,7 @@
 """Pure tensor functions for the RL algorithms (torch only, no models, no I/O), and the
 registries of their named choices: `ADVANTAGES` (algo.advantage), `SURROGATES`
 (algo.importance), `AGGREGATIONS` (algo.loss_agg), `KL_ESTIMATORS` (algo.kl_estimator),
-`DPO_LOSSES` (dpo_loss's loss_type)."""
+`DPO_LOSSES` (dpo_loss's loss_type), `IS_CORRECTIONS` (algo.is_correction)."""
 from grpo_research.algorithms.advantages import (
     ADVANTAGES,
     batch_normalized_advantages,
@@ -30,6 +30,7 @@ from grpo_research.algorithms.loss import (
     sequence_clip_fraction,
     sequence_clipped_surrogate,
 )
+from grpo_research.algorithms.off_policy import IS_CORRECTIONS, is_weights, sampler_ratio
 from grpo_research.algorithms.ppo import (
     clipped_value_loss,
     explained_variance,
@@ -43,6 +44,7 @@ __all__ = [
     "ADVANTAGES",
     "AGGREGATIONS",
     "DPO_LOSSES",
+    "IS_CORRECTIONS",
     "KL_ESTIMATORS",
     "SURROGATES",
     "aggregate_loss",
@@ -54,6 +56,7 @@ __all__ = [
     "dpo_loss",
     "explained_variance",
     "gae",
+    "is_weights",
     "group_relative_advantages",
     "kl_estimate",
     "kl_penalized_rewards",
@@ -66,6 +69,7 @@ __all__ = [
     "register_advantage",
     "register_aggregation",
     "rft_loss",
+    "sampler_ratio",
     "rloo_advantages",
     "sequence_clip_fraction",
     "sequence_clipped_surrogate",

@@ -134,7 +134,7 @@ def loss_mask(completion_mask: torch.Tensor, keep: torch.Tensor, finished: torch
 
 def policy_loss(
     logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None, advantages: torch.Tensor,
-    mask: torch.Tensor, algo, max_len: int,
+    mask: torch.Tensor, algo, max_len: int, is_weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """(loss (), stats) of the GRPO family.
 
@@ -142,11 +142,15 @@ def policy_loss(
     old_logp: (N, T) under the policy that sampled them (logp.detach() when mu = 1); ref_logp:
     (N, T) under the reference, or None (no KL term); advantages: (N,); mask: (N, T) from
     `loss_mask`; algo: the `algo` config (importance, clip_eps, clip_eps_high, beta,
-    kl_estimator, loss_agg); max_len: the `constant` aggregation's length (rollout.max_new_tokens).
-    stats: `policy_loss_stats` of the same tensors."""
+    kl_estimator, loss_agg); max_len: the `constant` aggregation's length (rollout.max_new_tokens);
+    is_weight: (N, T) detached weights of the surrogate term for a sampler that is not the
+    trainer (algorithms/off_policy.py `is_weights`), or None. stats: `policy_loss_stats` of the
+    same tensors."""
     eps_high = upper_clip(algo.clip_eps, algo.clip_eps_high)
     surrogate = SURROGATES.lookup(algo.importance)
     per_token = surrogate.loss(logp, old_logp, advantages, mask, algo.clip_eps, eps_high)  # (N, T)
+    if is_weight is not None:
+        per_token = per_token * is_weight  # (N, T) the sampler-to-trainer correction, not on the KL term
     kl = None
     if ref_logp is not None:
         kl = kl_estimate(logp, ref_logp, algo.kl_estimator)  # (N, T)

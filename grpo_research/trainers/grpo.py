@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from grpo_research.algorithms import ADVANTAGES, SURROGATES, masked_mean, policy_loss, policy_loss_stats
+from grpo_research.algorithms import ADVANTAGES, SURROGATES, is_weights, masked_mean, policy_loss, policy_loss_stats
 from grpo_research.rollout import SampledRolloutBatch
 from grpo_research.rollout.vllm_backend import logp_drift
 from grpo_research.trainers import common
@@ -79,13 +79,16 @@ class GRPOTrainer(Trainer):
         old_logp = self.batch_logprobs(self.policy, batch, parts, T) if a.num_iterations > 1 else None
         # data parallel: this process's share of the one-process loss (1 at world 1)
         scales = micro_batch_scales(parts, mask, a.loss_agg, self.dp.loss_scale(mask, a.loss_agg))
+        sampler_logp = self._sampler_logprobs(batch)  # (N, T) for algo.is_correction, else None
 
         def loss_fn(s: slice, first: bool) -> Loss:
             logp, entropy = self.logprobs(self.policy, batch.input_ids[s], batch.attention_mask[s], T,
                                           cfg.rollout.temperature, with_entropy=first)  # (n, T)
             old = logp.detach() if old_logp is None else old_logp[s]  # (n, T)
+            w = None if sampler_logp is None else \
+                is_weights(old, sampler_logp[s], mask[s], a.is_correction, a.is_level, a.is_cap)[0]  # (n, T)
             loss, _ = policy_loss(logp, old, None if ref_logp is None else ref_logp[s], advantages[s], mask[s],
-                                  a, cfg.rollout.max_new_tokens)
+                                  a, cfg.rollout.max_new_tokens, is_weight=w)
             return Loss(loss, aux=(logp.detach(), entropy))
 
         stats: dict[str, Any] = {}
@@ -95,7 +98,7 @@ class GRPOTrainer(Trainer):
                 stats = {"loss": up.loss.item(), "nonfinite_loss": True, "lr": up.lr["policy"]}
                 break
             if it == 0:
-                stats = self._first_update_stats(up, batch, old_logp, ref_logp, advantages, mask)
+                stats = self._first_update_stats(up, batch, old_logp, ref_logp, advantages, mask, sampler_logp)
         t_end = time.perf_counter()
         return self.rl_row(t0, t_rollout, t_end, info, batch, rb, stats, self._update_flops(batch, T, old_logp))
 
@@ -106,7 +109,17 @@ class GRPOTrainer(Trainer):
                                             self.cfg.rollout.temperature)[0] for s in parts])
         return logp.clone()  # a normal tensor, usable in autograd
 
-    def _first_update_stats(self, up, batch, old_logp, ref_logp, advantages, mask) -> dict[str, Any]:
+    def _sampler_logprobs(self, batch) -> torch.Tensor | None:
+        """The sampler's log-probs of the sampled tokens when algo.is_correction asks for them
+        (the config check lets it only with a backend that records them), else None."""
+        if self.cfg.algo.is_correction == "none":
+            return None
+        lp = getattr(batch, "sampler_logprobs", None)
+        if lp is None:
+            raise RuntimeError(f"algo.is_correction={self.cfg.algo.is_correction}: the rollout recorded no sampler log-probs")
+        return lp.to(self.device)
+
+    def _first_update_stats(self, up, batch, old_logp, ref_logp, advantages, mask, sampler_logp=None) -> dict[str, Any]:
         """The step's statistics, from the first of the mu updates (before it changed the policy)."""
         a = self.cfg.algo
         logp = torch.cat([x[0] for x in up.aux])  # (N, T)
@@ -118,6 +131,11 @@ class GRPOTrainer(Trainer):
         tokens = float(mask.sum())
         clip_unit = float(len(logp)) if SURROGATES[a.importance].unit == "sequence" else tokens
         self._stat_weights = {"kl": tokens, "entropy": tokens, "clip_frac": clip_unit}  # what each mean is over
+        if sampler_logp is not None:  # is/ratio_mean, is/ratio_max, is/capped_frac of the trainer-to-sampler ratio
+            _, is_stats = is_weights(logp if old_logp is None else old_logp, sampler_logp, mask, a.is_correction,
+                                     a.is_level, a.is_cap)
+            stats.update({k: v.item() for k, v in is_stats.items()})
+            self._stat_weights.update({"is/ratio_mean": tokens, "is/capped_frac": tokens})
         if isinstance(batch, SampledRolloutBatch) and batch.sampler_logprobs is not None:
             # mean |logp under the sampler (vLLM) - logp under the trainer| on the sampled tokens
             stats["rollout/logp_drift"] = logp_drift(batch.sampler_logprobs, logp, batch.completion_mask)
