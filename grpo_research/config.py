@@ -81,6 +81,17 @@ class ModelConfig:
     num_heads: int = doc_field(4, "tiny model: attention heads.", gt(0))
     intermediate_size: int = doc_field(512, "tiny model: MLP width.", gt(0))
     max_position_embeddings: int = doc_field(256, "tiny model: context length in characters.", gt(0))
+    lora_rank: int = doc_field(
+        0, "LoRA rank r (0: full fine-tuning). With LoRA the policy trains adapters on a frozen base, the "
+        "reference is that base with the adapters off (no second copy) and the final model is saved as adapters and "
+        "merged (grpo_research/models/lora.py; extra `lora`).", ge(0))
+    lora_alpha: float = doc_field(16.0, "LoRA alpha (the update is scaled by alpha / r).", gt(0))
+    lora_dropout: float = doc_field(0.0, "LoRA dropout on the adapters' input.", closed_interval(0, 0.99))
+    lora_targets: list | str = doc_field(
+        "all-linear", "Modules that get adapters: all-linear (every linear layer but the LM head) or a list of module "
+        "names (e.g. [q_proj, v_proj]).",
+        lambda v: None if v == "all-linear" or (isinstance(v, list) and v and all(isinstance(x, str) for x in v))
+        else "must be all-linear or a non-empty list of module names")
 
 
 @dataclass

@@ -26,6 +26,13 @@ def validate(cfg):
         raise ConfigError("'rollout.sampler' = 'counter' needs rollout.backend=hf (vLLM samples with its own sampler)")
     _check_advantage_options(cfg.algo)
     _check_eval_benchmarks(cfg.train)
+    if cfg.model.lora_rank:
+        if cfg.algo.ref_reset_every:
+            raise ConfigError("'algo.ref_reset_every' with model.lora_rank > 0: the reference is the frozen base with the "
+                              "adapters off, which a reset cannot move (set algo.ref_reset_every=0)")
+        if cfg.rollout.backend != "hf":
+            raise ConfigError("'model.lora_rank' > 0 needs rollout.backend=hf (pushing adapters into a vLLM engine "
+                              "is not implemented)")
     if cfg.algo.is_correction != "none":
         if METHODS[cfg.method].trainer != GRPO_TRAINER:
             raise ConfigError(f"'algo.is_correction' = {cfg.algo.is_correction!r} applies to the GRPO family's loss; "

@@ -61,6 +61,10 @@ def generate(
 
 # ---------------------------------------------------------------- the lean decode loop
 def _forward_params(model) -> set[str]:
+    """The named arguments of the model's forward (of the wrapped model, for a peft model or
+    `lora.AdaptersOff`, which pass them through)."""
+    if hasattr(model, "get_base_model"):
+        model = model.get_base_model()
     return set(inspect.signature(type(model).forward).parameters)
 
 

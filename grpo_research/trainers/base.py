@@ -33,7 +33,7 @@ from grpo_research.config_checks import data_parallel_problem
 from grpo_research.errors import ConfigError, UsageError
 from grpo_research.files import disk_full, fsync_path, write_text_atomic
 from grpo_research.locks import DirLock
-from grpo_research.models import load_causal_lm
+from grpo_research.models import load_causal_lm, lora
 from grpo_research.provenance import environment
 from grpo_research.rewards import RewardBatch, build_reward
 from grpo_research.rollout import RolloutBatch, rollout_backend
@@ -85,6 +85,8 @@ class Trainer:
         if problem:
             raise ConfigError(problem)
         self.policy, self.tokenizer = load_causal_lm(model_path, cfg.model.dtype)
+        if cfg.model.lora_rank:  # adapters on a frozen base (models/lora.py)
+            self.policy = lora.add_adapters(self.policy, cfg.model)
         self.task = pose(self.task, cfg.task, self.tokenizer)  # raw or chat, k-shot (tasks/prompting.py)
         bench_eval.pose_all(self.benchmarks, cfg, self.tokenizer, self.policy)
         self.policy.to(self.device)
@@ -97,20 +99,18 @@ class Trainer:
         if cfg.train.gradient_checkpointing:
             common.enable_activation_checkpointing(self.policy)
         self.policy.train()
-        self.ref = None
-        if self.needs_reference():
-            self.ref, _ = load_causal_lm(model_path, cfg.model.dtype)
-            self.ref.to(self.device).eval().requires_grad_(False)
+        # the frozen reference: a second copy, or with LoRA the policy with its adapters off
+        self.ref = lora.reference(self.policy, model_path, cfg.model, self.device) if self.needs_reference() else None
         o = cfg.optim
-        self.opt = common.make_optimizer(self.policy.parameters(), o.lr, o.weight_decay, (o.beta1, o.beta2))
+        self.opt = common.make_optimizer(lora.trainable(self.policy), o.lr, o.weight_decay, (o.beta1, o.beta2))
         self.cost = CostMeter(next(self.policy.parameters()).device)
         self.cost.register("policy", self.policy, self.opt)
-        self.cost.register("reference", self.ref)
+        self.cost.register("reference", None if cfg.model.lora_rank else self.ref)
         self.n_params = sum(p.numel() for p in self.policy.parameters())
         self.sched = common.make_scheduler(self.opt, o.warmup_steps, self.policy_updates(), o.schedule,
                                            o.min_lr_ratio)
         # what `update` steps (trainers/update.py); a method adds its own groups in setup (PPO's critic)
-        self.groups = {"policy": OptimGroup(list(self.policy.parameters()), self.opt, self.sched)}
+        self.groups = {"policy": OptimGroup(lora.trainable(self.policy), self.opt, self.sched)}
         self.data_rng = random.Random(cfg.seed)
         self.heldout = self.task.heldout_problems(cfg.train.eval_size)
         ood = getattr(self.task, "ood_problems", None)  # an out-of-distribution split, where the task has one
@@ -420,7 +420,7 @@ class Trainer:
             timed("tracking_s", tracker.close)
         if not dp.main:
             return {}
-        timed("save_model_s", lambda: common.save_model_atomic(self.policy, self.tokenizer, self.run_dir / "model"))
+        timed("save_model_s", lambda: lora.save_final(self.policy, self.tokenizer, self.run_dir, common.save_model_atomic))
         acc = [r for r in read_metrics(metrics_path) if "eval/accuracy" in r]
         summary = {
             "method": cfg.method, "seed": cfg.seed, "steps": self.step, "samples": self.samples, "tokens": self.tokens,

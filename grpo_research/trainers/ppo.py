@@ -89,7 +89,7 @@ from grpo_research.algorithms.ppo import (
     value_clip_fraction,
     whiten,
 )
-from grpo_research.models import DTYPES
+from grpo_research.models import DTYPES, lora
 from grpo_research.rollout.sampling import step_seed
 from grpo_research.trainers import common
 from grpo_research.trainers.base import Trainer
@@ -166,10 +166,12 @@ class PPOTrainer(Trainer):
         c, o = cfg.critic, cfg.optim
         self.shared = c.shared_trunk
         if self.shared:
-            hidden = self.policy.base_model.config.hidden_size
+            hidden = self.policy.config.hidden_size
             self.critic: torch.nn.Module = ValueHead(hidden, DTYPES[cfg.model.dtype])
         else:
             self.critic = load_value_model(model_path, cfg.model.dtype)
+            if cfg.model.lora_rank:  # its own adapters on its own frozen copy of the base, and the head
+                self.critic.trunk = lora.add_adapters(self.critic.trunk, cfg.model)
         if cfg.train.gradient_checkpointing and not self.shared:
             common.enable_activation_checkpointing(self.critic.trunk)
         self.critic.to(next(self.policy.parameters()).device).train()
@@ -182,10 +184,10 @@ class PPOTrainer(Trainer):
         self.prefix_group = cfg.algo.group_size if self.shared_prefix else None
         self.ref_logprobs = (functools.partial(common.token_logprobs_shared_prefix, group_size=cfg.algo.group_size)
                              if self.shared_prefix else common.token_logprobs)
-        self.critic_opt = common.make_optimizer(self.critic.parameters(), c.lr, o.weight_decay, (o.beta1, o.beta2))
+        self.critic_opt = common.make_optimizer(lora.trainable(self.critic), c.lr, o.weight_decay, (o.beta1, o.beta2))
         self.critic_sched = common.make_scheduler(self.critic_opt, 0, cfg.train.steps * self._updates_per_step(),
                                                   o.schedule, o.min_lr_ratio)
-        self.groups["critic"] = OptimGroup(list(self.critic.parameters()), self.critic_opt, self.critic_sched)
+        self.groups["critic"] = OptimGroup(lora.trainable(self.critic), self.critic_opt, self.critic_sched)
         self.cost.register("critic", self.critic, self.critic_opt)
         self.n_critic_params = sum(q.numel() for q in self.critic.parameters())
 
@@ -196,7 +198,7 @@ class PPOTrainer(Trainer):
         temp = self.cfg.rollout.temperature
         G = self.prefix_group
         if self.shared:
-            hidden = _trunk_hidden(self.policy.base_model, input_ids, attention_mask, T, G)  # (N, T, H)
+            hidden = _trunk_hidden(lora.body(self.policy), input_ids, attention_mask, T, G)  # (N, T, H)
             logits = self.policy.get_output_embeddings()(hidden).float() / temp  # (N, T, V)
         else:
             logits = None
@@ -227,7 +229,7 @@ class PPOTrainer(Trainer):
         G = self.prefix_group
         if self.shared:
             with torch.no_grad():
-                hidden = _trunk_hidden(self.policy.base_model, input_ids, attention_mask, T, G)  # (N, T, H)
+                hidden = _trunk_hidden(lora.body(self.policy), input_ids, attention_mask, T, G)  # (N, T, H)
             return self.critic(hidden)  # (N, T)
         return self.critic(input_ids, attention_mask, T, G)  # (N, T)
 
