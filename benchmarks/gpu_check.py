@@ -21,6 +21,10 @@ install. `benchmarks/gpu_check.sh` runs it; it prints:
     `big_ppo_over_grpo=` for the step-time ratio). The tokenizer is the character one, so most
     sampled ids decode to nothing and nearly every completion runs to the token limit: a
     throughput and memory check at full length, not a learning check.
+(b') the same two methods with LoRA adapters (rank 16, `model.lora_rank=16`), when peft is
+    importable (the GPU image has no peft: the case is skipped there with a line saying so, and
+    runs in the CPU dry run), with `big_<method>_lora_over_full=` ratios of model state, peak
+    memory and step time;
 (c) is `pytest -m gpu`, run by the shell script after this.
 
 `--dry-run-cpu` runs the same commands on the CPU at tiny sizes (a few build and train steps, a
@@ -158,24 +162,43 @@ def main() -> int:
               "train.micro_batch_size=16", f"train.gradient_checkpointing={'false' if dry else 'true'}",
               "train.threads=1", "train.checkpoint_every=1000", *quiet]
     results = {}
-    for method in ("grpo", "ppo"):
-        run = work / f"big-{method}"
-        s = cli(["train", "--run-dir", str(run), f"method={method}", *common], 1, f"(b) {method}, {big_steps} steps")
+    cases = [("grpo", []), ("ppo", [])]
+    try:  # (b') the same with LoRA adapters (rank 16) when peft is importable; the GPU image has none
+        import peft  # noqa: F401
+
+        cases += [("grpo_lora", ["model.lora_rank=16", "model.lora_alpha=32"]),
+                  ("ppo_lora", ["model.lora_rank=16", "model.lora_alpha=32"])]
+    except ImportError:
+        print("big_lora: skipped: peft is not installed here (the GPU image has none); the CPU dry run of the "
+              "test suite runs this case", flush=True)
+    for name, extra in cases:
+        method = name.split("_")[0]
+        run = work / f"big-{name}"
+        s = cli(["train", "--run-dir", str(run), f"method={method}", *common, *extra], 1,
+                f"(b) {name}, {big_steps} steps")
         steps_rows = [x for x in rows(run) if "step_s" in x]
         later = steps_rows[1:] or steps_rows  # the first step pays CUDA's warm-up
 
         def med(key):
             return statistics.median(x[key] for x in later)
 
-        results[method] = {"step_s": med("step_s"), "tokens_per_s": med("cost/gen_tokens_per_s"),
-                           "mfu": med("cost/mfu"), "flops_per_s": med("cost/model_flops_per_s"), "peak_mem_gb": max(x["peak_mem_mb"] for x in steps_rows) / 1024,
-                           "rollout_s": med("rollout_s"), "update_s": med("update_s")}
-        m = results[method]
-        print(f"big_{method}=step_s {m['step_s']:.2f} (rollout {m['rollout_s']:.2f}, update {m['update_s']:.2f}) "
+        results[name] = {"step_s": med("step_s"), "tokens_per_s": med("cost/gen_tokens_per_s"),
+                         "mfu": med("cost/mfu"), "flops_per_s": med("cost/model_flops_per_s"),
+                         "peak_mem_gb": max(x["peak_mem_mb"] for x in steps_rows) / 1024,
+                         "state_gb": steps_rows[-1]["cost/model_state_mb"] / 1024,
+                         "rollout_s": med("rollout_s"), "update_s": med("update_s")}
+        m = results[name]
+        print(f"big_{name}=step_s {m['step_s']:.2f} (rollout {m['rollout_s']:.2f}, update {m['update_s']:.2f}) "
               f"gen_tokens_per_s {m['tokens_per_s']:.0f} mfu {m['mfu']:.4f} "
               f"mfu_vs_peak {m['flops_per_s'] / (args.peak_tflops * 1e12):.4f} peak_mem_gb {m['peak_mem_gb']:.2f} "
-              f"({s:.0f} s in all)", flush=True)
+              f"model_state_gb {m['state_gb']:.3f} ({s:.0f} s in all)", flush=True)
     print(f"big_ppo_over_grpo={results['ppo']['step_s'] / results['grpo']['step_s']:.2f} (step time)")
+    for method in ("grpo", "ppo"):
+        if f"{method}_lora" in results:
+            lo, full = results[f"{method}_lora"], results[method]
+            print(f"big_{method}_lora_over_full=model_state {lo['state_gb'] / full['state_gb']:.2f} "
+                  f"peak_mem {lo['peak_mem_gb'] / full['peak_mem_gb']:.2f} step_s {lo['step_s'] / full['step_s']:.2f}",
+                  flush=True)
     print(f"gpu_check.py: done in {time.perf_counter() - t_start:.0f} s", flush=True)
     return 0
 

@@ -14,6 +14,7 @@ import grpo_research.tasks.code as code_mod
 from grpo_research.evaluation.score import score_predictions
 from grpo_research.sandbox import SandboxResult
 from grpo_research.tasks.base import get_task
+from grpo_research.tasks.code_benchmarks import extract_code
 
 
 def real_benchmarks() -> Path | None:
@@ -276,6 +277,14 @@ def test_mbpp_split_prompt_program_and_fences(tmp_path):
     # code straight in the reply, then a closing fence it never opened and prose
     unopened = "def add_11(x):\n    return x + 11\n```\n\nThis adds 11."
     assert task.grade_many([p[0]], [unopened], [True])[0].correct and task.check_format(p[0], unopened)
+    # the token limit cut the usage example after the function, inside an unclosed fence: the function
+    cut = "```python\ndef add_11(x):\n    return x + 11\n\nprint(add_11([1, 2,"
+    cut_body = "```python\ndef add_11(x):\n    y = x + 11\n    return [y"
+    grades = task.grade_many([p[0]] * 2, [cut, cut_body], [False, False])
+    assert [g.correct for g in grades] == [True, False]  # a cut body stays wrong
+    assert extract_code(cut) == "def add_11(x):\n    return x + 11\n\n"
+    closed = "```python\ndef add_11(x):\n    return x + 11\nprint(add_11([1,\n```"
+    assert extract_code(closed).endswith("print(add_11([1,\n")  # a closed block is taken as written
 
 
 def test_mbpp_setup_code_runs_after_the_completion(tmp_path):

@@ -47,6 +47,10 @@ def test_the_gpu_check_runs_on_a_cpu_without_the_packages_the_gpu_image_lacks(tm
         assert line, out
         assert all(float(v) > 0 for v in line.groups())
     assert re.search(r"^big_ppo_over_grpo=\d+\.\d\d", out, re.M)
+    for method in ("grpo", "ppo"):  # (b') LoRA: peft is importable here, so the case runs
+        assert re.search(rf"^big_{method}_lora=step_s \S+ ", out, re.M), out
+        ratio = re.search(rf"^big_{method}_lora_over_full=model_state (\S+) ", out, re.M)
+        assert ratio and 0 < float(ratio.group(1)) < 1, out
     assert re.search(r"\d+ tests? collected", out), out  # (c): tests/test_gpu.py collects with the image's packages
     assert (tmp_path / "work" / "big-ppo" / "summary.json").exists()
 
