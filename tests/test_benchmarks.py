@@ -283,6 +283,12 @@ def test_mbpp_split_prompt_program_and_fences(tmp_path):
     grades = task.grade_many([p[0]] * 2, [cut, cut_body], [False, False])
     assert [g.correct for g in grades] == [True, False]  # a cut body stays wrong
     assert extract_code(cut) == "def add_11(x):\n    return x + 11\n\n"
+    # the model's own top-level asserts (here of a misreading) are not the benchmark's tests
+    own = "```python\ndef add_11(x):\n    return x + 11\n\nassert add_11(1) == 13\nassert (\n    add_11(0) == 0)\n```"
+    assert task.grade_many([p[0]], [own], [True])[0].correct
+    assert extract_code(own) == "def add_11(x):\n    return x + 11\n\n"
+    inner = "```python\ndef add_11(x):\n    assert x > 100\n    return x + 11\n```"
+    assert not task.grade_many([p[0]], [inner], [True])[0].correct  # an assert inside the function stays
     closed = "```python\ndef add_11(x):\n    return x + 11\nprint(add_11([1,\n```"
     assert extract_code(closed).endswith("print(add_11([1,\n")  # a closed block is taken as written
 

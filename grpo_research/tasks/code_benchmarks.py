@@ -81,10 +81,11 @@ def extract_code(completion: str, entry_point: str | None = None) -> str:
     its first Markdown-fenced block, else the completion itself. A block the token limit cut
     (no closing fence) that does not compile is cut back to its longest prefix of whole lines
     that does: the function followed by a cut-off usage example (`print(f([1, 2,`) is the
-    function (Qwen2.5-Coder-0.5B-Instruct on HumanEval/87 and /94 at 512 new tokens)."""
+    function (Qwen2.5-Coder-0.5B-Instruct on HumanEval/87 and /94 at 512 new tokens). Its own
+    top-level asserts are dropped (`drop_own_asserts`)."""
     first = completion.find("```")
     if first > 0 and _defines(completion[:first], entry_point):
-        return completion[:first]
+        return drop_own_asserts(completion[:first])
     m = _FENCE_RE.search(completion)
     if not m:
         return completion
@@ -93,7 +94,27 @@ def extract_code(completion: str, entry_point: str | None = None) -> str:
         lines = code.split("\n")
         code = next(("\n".join(lines[:k]) + "\n" for k in range(len(lines) - 1, 0, -1)
                      if compiles("\n".join(lines[:k]))), code)
-    return code
+    return drop_own_asserts(code)
+
+
+def drop_own_asserts(code: str) -> str:
+    """`code` without its top-level `assert` statements: the checks a chat model writes under
+    its function (often of its own misreading of the task) are not the benchmark's tests, and
+    one failing at import would fail a correct function (Qwen2.5-Coder-0.5B-Instruct on MBPP 44:
+    a correct `text_match_string`, then `assert text_match_string(" python") == 'Found a
+    match!'`). Only asserts go, so nothing that computes the answer is removed; code that does
+    not parse is returned as it is."""
+    import ast
+
+    if not compiles(code):
+        return code
+    drop = set()
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.Assert):
+            drop.update(range(node.lineno - 1, node.end_lineno))
+    if not drop:
+        return code
+    return "\n".join(line for i, line in enumerate(code.split("\n")) if i not in drop)
 
 
 def _entry_point(code: str, tests: list[str]) -> str | None:
