@@ -30,7 +30,14 @@ def test_wandb_history_equals_metrics_after_sigkill_between_checkpoints(tiny_mod
     checkpointed = load_checkpoint(run)["step"]
     assert checkpointed in (10, 15)
     (killed,) = offline_runs(run)
-    lacking = set(range(checkpointed + 1)) - set(history_steps(next(killed.glob("*.wandb"))))
+    record = next(killed.glob("*.wandb"))
+    if not set(range(checkpointed + 1)) - set(history_steps(record)):
+        # W&B's writer flushes on its own clock, so whether it had flushed before the kill is a race
+        # (on a 2-core AMD EPYC it had flushed steps 0-10 at every try): put the file back to its
+        # 7-byte header, the state issue 32 found (nothing of the killed invocation flushed)
+        with open(record, "r+b") as f:
+            f.truncate(7)
+    lacking = set(range(checkpointed + 1)) - set(history_steps(record))
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     assert main(args) == 0  # resumes from the checkpoint

@@ -52,11 +52,12 @@ def add_adapters(model: torch.nn.Module, m) -> torch.nn.Module:
 
 
 def is_adapted(model) -> bool:
-    try:
-        import peft
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(model, peft.PeftModel)
+    """Whether `model` is a peft model (without importing peft, which a run without adapters
+    never loads: it is slow to import)."""
+    import sys
+
+    peft = sys.modules.get("peft")
+    return peft is not None and isinstance(model, peft.PeftModel)
 
 
 def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
