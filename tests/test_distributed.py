@@ -84,12 +84,14 @@ def test_shard_loss_scale_makes_the_sum_over_ranks_the_one_process_loss():
 
 
 # ---------------------------------------------------------------- two processes = one process
-@pytest.fixture(scope="module", params=["sequence", "token-mu2"])
+@pytest.fixture(scope="module", params=["sequence", "token-mu2", "lora"])
 def runs(request, eos_model_dir, tmp_path_factory):
     """(1-process run dir, 2-process run dir, launcher stdout) of the same 2-step config."""
     extra = ["train.steps=2", "train.eval_every=2", "train.samples_every=2"]
     if request.param == "token-mu2":
         extra += ["algo.loss_agg=token", "algo.num_iterations=2"]
+    if request.param == "lora":  # the adapters alone train; their gradients are what the ranks sum
+        extra += ["model.lora_rank=4", "model.lora_alpha=8"]
     root = tmp_path_factory.mktemp(f"dp_{request.param}")
     one, two = root / "one", root / "two"
     assert main(_args(eos_model_dir, one, *extra)) == 0
@@ -107,6 +109,9 @@ def test_two_processes_reach_the_one_process_parameters_and_metrics(runs, eos_mo
     print(f"max |param difference| 1 vs 2 processes: {diff:.3g}; largest change from base: {_max_diff(a, base):.3g}")
     assert diff < 1e-5
     assert _max_diff(a, base) > 1e-3  # training moved the parameters: the comparison means something
+    if (one / "adapter").is_dir():  # with LoRA the adapters both processes saved are the same too
+        ad = [load_file(run / "adapter/adapter_model.safetensors") for run in (one, two)]
+        assert ad[0].keys() == ad[1].keys() and _max_diff(*ad) < 1e-5
     rows, ref = read_metrics(two / "metrics.jsonl"), read_metrics(one / "metrics.jsonl")
     assert next(r for r in ref if r["step"] == 1)["reward_std"] > 0  # real advantages, not rounding noise
     _assert_rows_match(rows, ref)
@@ -124,9 +129,10 @@ def test_two_processes_reach_the_one_process_parameters_and_metrics(runs, eos_mo
 
 def test_rank_zero_alone_writes_the_run_dir(runs):
     one, two, stdout = runs
+    adapter = ["adapter"] if (one / "adapter").is_dir() else []  # LoRA: the adapters beside the merged model
     assert sorted(p.name for p in two.iterdir()) == sorted(p.name for p in one.iterdir()) == \
-        [".lock", "bench_eval", "checkpoint", "config.yaml", "final_eval", "metrics.jsonl", "model", "prompt.json", "samples",
-         "summary.json"]
+        [".lock", *adapter, "bench_eval", "checkpoint", "config.yaml", "final_eval", "metrics.jsonl", "model", "prompt.json",
+         "samples", "summary.json"]
     # the last evaluation's file: every process's share, in problem order, as one process writes it
     rec_one, rec_two = (json.loads((d / "final_eval" / "heldout.json").read_text()) for d in (one, two))
     assert rec_two["n_predictions"] == rec_one["n_predictions"] == 8 and rec_two["pass@1"] == rec_one["pass@1"]
