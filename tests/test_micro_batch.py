@@ -135,3 +135,36 @@ def test_the_summary_records_the_up_front_memory_estimate(tiny_model_dir, tmp_pa
                  "train.steps=1", "train.micro_batch_size=8"]) == 0
     assert json.loads((run / "summary.json").read_text())["step_memory_estimate_mb"] == 5
     assert seen and seen[0]["rows"] == 8  # the micro-batch, not the whole step's 4 x G rows
+
+
+def test_memory_estimate_counts_gradients_and_moments_of_the_trained_parameters_only():
+    from grpo_research.trainers.cost import estimate_step_bytes
+
+    e = estimate_step_bytes(n_params=10, trained_models=2, frozen_models=0, param_bytes=4, hidden=2, intermediate=4,
+                            layers=3, vocab=5, rows=2, seq_len=3, checkpointing=False, n_trainable=1)
+    # state: 10 x 4 x 2 models + 2 trained x 1 parameter x (4 grad + 8 moments) = 104
+    assert e["state"] == 104.0
+
+
+@pytest.mark.parametrize("method,extra,trained,frozen", [
+    ("grpo", [], 1, 1), ("grpo", ["model.lora_rank=2"], 1, 0), ("ppo", ["model.lora_rank=2"], 2, 0),
+    ("ppo", ["critic.shared_trunk=true"], 1, 1)])
+def test_the_estimate_sees_adapters_and_a_shared_critic(tiny_model_dir, tmp_path, monkeypatch, method, extra, trained,
+                                                        frozen):
+    """With adapters only they carry gradients and AdamW moments and the reference is the
+    policy with them off (no copy); a critic on the policy's trunk is no second trained model."""
+    import grpo_research.trainers.cost as cost
+    from grpo_research.cli import main
+
+    seen = []
+
+    def fake(**kw):
+        seen.append(kw)
+        return {"state": 0.0, "activations": 0.0, "total": 0.0}
+
+    monkeypatch.setattr(cost, "estimate_step_bytes", fake)
+    assert main(["train", "--run-dir", str(tmp_path / "run"), f"model.name_or_path={tiny_model_dir}", *BASE,
+                 "train.steps=1", f"method={method}", "algo.beta=0.04", *extra]) == 0
+    kw = seen[0]
+    assert (kw["trained_models"], kw["frozen_models"]) == (trained, frozen)
+    assert (kw["n_trainable"] < kw["n_params"]) == bool(extra and "lora" in extra[0])

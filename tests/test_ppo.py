@@ -267,6 +267,24 @@ def test_cost_json_grpo_holds_at_most_0_6_of_ppo_model_state(tiny_model_dir, cap
     assert res["grpo"]["samples_per_step"] == res["ppo"]["samples_per_step"] == 8
 
 
+def test_cost_reports_a_step_the_memory_estimate_refuses_as_its_result(tiny_model_dir, tmp_path, monkeypatch):
+    """A refused method's entry is the one-line refusal with its estimate (the 0.5B model's full
+    PPO on 24 GB), not a failure of the whole comparison."""
+    import grpo_research.trainers.cost as cost
+    from grpo_research.cli.cost import _table, _worker, method_configs
+
+    cfgs = method_configs(None, [f"model.name_or_path={tiny_model_dir}", "train.threads=1", "train.eval_size=1"], 2)
+    (tmp_path / "ppo.yaml").write_text(cfgs["ppo"].dump())
+    (tmp_path / "run").mkdir()
+    monkeypatch.setattr(cost, "memory_limit_bytes", lambda device: 2**20)  # a 1 MiB machine
+    assert _worker(str(tmp_path / "ppo.yaml"), tiny_model_dir, str(tmp_path / "run"), str(tmp_path / "out.json")) == 0
+    res = json.loads((tmp_path / "out.json").read_text())
+    assert set(res) == {"refused"} and res["refused"].startswith("a training step needs about")
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+    table = _table({"grpo": {"refused": "x"}, "ppo": res})
+    assert table.splitlines() == ["grpo: refused: x", f"ppo: refused: {res['refused']}"]
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["algo.bta=1"], "unknown key 'algo.bta'"),
     (["--steps", "1"], "--steps must be >= 2"),

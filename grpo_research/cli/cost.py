@@ -16,6 +16,10 @@ temporary run dir, with W&B disabled and no progress bar, and reports per method
 | mfu | model FLOP/s over the process's measured peak matmul FLOP/s (median) |
 | policy_params | parameters of the policy |
 
+A method whose step the up-front memory estimate refuses (`trainers.cost.check_step_memory`)
+is a result, not a failure: its entry is `{"refused": "<the one-line refusal with its
+estimate>"}` and the other method still runs.
+
 `--json` prints one JSON object `{"grpo": {...}, "ppo": {...}}`. Usage errors print one line
 `error: ...` and exit 2; a failed run prints `error: ...` and exits 1.
 """
@@ -87,8 +91,14 @@ def _worker(config_path: str, model_path: str, run_dir: str, out_path: str) -> i
     from grpo_research.typed_config import safe_load
 
     quiet_libraries()
+    from grpo_research.trainers.cost import StepTooLarge
+
     cfg = config_from_dict(safe_load(Path(config_path).read_text()))
-    trainer = build_trainer(cfg, run_dir, model_path)
+    try:
+        trainer = build_trainer(cfg, run_dir, model_path)
+    except StepTooLarge as e:
+        write_text_atomic(out_path, json.dumps({"refused": str(e)}))
+        return 0
     rows = [trainer.train_step() for _ in range(cfg.train.steps)]
     out = summarize(rows, sum(p.numel() for p in trainer.policy.parameters()))
     write_text_atomic(out_path, json.dumps(out))
@@ -96,6 +106,10 @@ def _worker(config_path: str, model_path: str, run_dir: str, out_path: str) -> i
 
 
 def _table(results: dict) -> str:
+    refused = [f"{m}: refused: {r['refused']}" for m, r in results.items() if "refused" in r]
+    results = {m: r for m, r in results.items() if "refused" not in r}
+    if not results:
+        return "\n".join(refused)
     keys = ["model_state_mb", "peak_mem_mb", "step_s", "rollout_s", "update_s", "samples_per_step",
             "samples_per_s", "model_flops_per_step", "mfu"]
     names = sorted({n for r in results.values() for n in r["models_mb"]})
@@ -112,7 +126,7 @@ def _table(results: dict) -> str:
         lines.append(line(k, [r[k] for r in results.values()]))
     for n in names:
         lines.append(line(f"  {n}_state_mb", [r["models_mb"].get(n, 0.0) for r in results.values()]))
-    return "\n".join(lines)
+    return "\n".join(lines + refused)
 
 
 def cmd_cost(args: argparse.Namespace) -> int:

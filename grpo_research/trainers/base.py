@@ -140,8 +140,9 @@ class Trainer:
         return self.uses_reference and self.cfg.algo.beta > 0
 
     def _check_memory(self, seq_len: int) -> None:
-        """Refuse a step whose estimated memory exceeds the machine's (`cost.check_step_memory`)."""
-        frozen = int(self.needs_reference()) + self.extra_frozen_models()
+        """Refuse a step whose estimated memory exceeds the machine's (`cost.check_step_memory`);
+        with adapters the reference is the policy with them disabled, no copy."""
+        frozen = int(self.needs_reference() and not self.cfg.model.lora_rank) + self.extra_frozen_models()
         self.step_memory_estimate = check_step_memory(self.policy, self.cfg, seq_len, frozen, self.device)
 
     # ------------------------------------------------------------ what a method provides

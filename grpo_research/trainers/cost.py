@@ -22,6 +22,7 @@ import time
 
 import torch
 
+from grpo_research.errors import ConfigError
 from grpo_research.trainers.common import peak_mem_mb
 
 MIB = 2**20
@@ -110,17 +111,19 @@ def train_flops(n_params: int, tokens: int) -> float:
 
 def estimate_step_bytes(*, n_params: int, trained_models: int, frozen_models: int, param_bytes: int,
                         hidden: int, intermediate: int, layers: int, vocab: int, rows: int, seq_len: int,
-                        checkpointing: bool) -> dict[str, float]:
+                        checkpointing: bool, n_trainable: int | None = None) -> dict[str, float]:
     """A rough upper estimate of a training step's memory, in bytes, before anything runs.
 
-    state: parameters of every model, plus gradients and AdamW's two moments of the trained ones
-    (float32 moments); activations of one micro-batch of `rows` sequences of `seq_len` tokens kept
+    state: parameters of every model, plus gradients and AdamW's two moments (float32) of the
+    `n_trainable` parameters of each trained model (all `n_params` by default; the adapters with
+    LoRA); activations of one micro-batch of `rows` sequences of `seq_len` tokens kept
     for backward: per token and layer about 10 x hidden + 3 x intermediate values (attention
     projections and scores' outputs, MLP), only the layer inputs under activation checkpointing
     (plus one layer recomputed), and the float32 logits three times (logits, softmax, gradient).
     Measured against the real thing only on the offline models; it is meant to catch a step that
     cannot possibly fit, not to size one tightly."""
-    state = n_params * (param_bytes * (trained_models + frozen_models) + trained_models * (param_bytes + 8))
+    n_trainable = n_params if n_trainable is None else n_trainable
+    state = n_params * param_bytes * (trained_models + frozen_models) + trained_models * n_trainable * (param_bytes + 8)
     tokens = rows * seq_len
     per_layer = (10 * hidden + 3 * intermediate) * param_bytes
     if checkpointing:
@@ -140,13 +143,18 @@ def memory_limit_bytes(device) -> float:
     return float(psutil.virtual_memory().total)
 
 
+class StepTooLarge(ConfigError):
+    """The up-front estimate of a training step exceeds the device's memory (`check_step_memory`)."""
+
+
 def check_step_memory(policy, cfg, seq_len: int, frozen_models: int, device) -> dict[str, float] | None:
     """The up-front estimate (`estimate_step_bytes`) of a training step of `policy` on
     micro-batches of `train.micro_batch_size` rows of `seq_len` tokens, with `frozen_models`
-    frozen copies beside it (PPO trains a critic too); raises ConfigError, one line, when it
-    exceeds the device's memory (`memory_limit_bytes`). None for a model whose config gives no
-    hidden size."""
-    from grpo_research.errors import ConfigError
+    frozen copies beside it; the trained models are the policy and, for PPO with its own critic
+    network (not `critic.shared_trunk`), a critic of the policy's size, each training as many
+    parameters as the policy does (its adapters with LoRA); raises StepTooLarge (a ConfigError),
+    one line, when it exceeds the device's memory (`memory_limit_bytes`). None for a model whose
+    config gives no hidden size."""
 
     c, t = policy.config, cfg.train
     hidden = getattr(c, "hidden_size", None)
@@ -155,7 +163,9 @@ def check_step_memory(policy, cfg, seq_len: int, frozen_models: int, device) -> 
     rows = cfg.rollout.prompts_per_step * cfg.algo.group_size
     mb = min(t.micro_batch_size or rows, rows)
     est = estimate_step_bytes(
-        n_params=sum(p.numel() for p in policy.parameters()), trained_models=1 + (cfg.method == "ppo"),
+        n_params=sum(p.numel() for p in policy.parameters()),
+        n_trainable=sum(p.numel() for p in policy.parameters() if p.requires_grad),
+        trained_models=1 + (cfg.method == "ppo" and not cfg.critic.shared_trunk),
         frozen_models=frozen_models, param_bytes=next(policy.parameters()).element_size(),
         hidden=hidden, intermediate=getattr(c, "intermediate_size", 4 * hidden),
         layers=getattr(c, "num_hidden_layers", 1), vocab=getattr(c, "vocab_size", 1), rows=mb,
@@ -163,7 +173,7 @@ def check_step_memory(policy, cfg, seq_len: int, frozen_models: int, device) -> 
     limit = memory_limit_bytes(device)
     if est["total"] > limit:
         gb = 2**30
-        raise ConfigError(
+        raise StepTooLarge(
             f"a training step needs about {est['total'] / gb:.1f} GiB (model state {est['state'] / gb:.1f}, "
             f"activations of {mb} completions x {seq_len} tokens {est['activations'] / gb:.1f}), more than the "
             f"{limit / gb:.0f} GiB here; lower train.micro_batch_size or set train.gradient_checkpointing=true")
