@@ -140,8 +140,7 @@ class Trainer:
         return self.uses_reference and self.cfg.algo.beta > 0
 
     def _check_memory(self, seq_len: int) -> None:
-        """Refuse a step whose estimated memory exceeds the machine's (`cost.check_step_memory`);
-        with adapters the reference is the policy with them disabled, no copy."""
+        """Refuse a step too big for the machine (`cost.check_step_memory`); no reference copy with adapters."""
         frozen = int(self.needs_reference() and not self.cfg.model.lora_rank) + self.extra_frozen_models()
         self.step_memory_estimate = check_step_memory(self.policy, self.cfg, seq_len, frozen, self.device)
 
